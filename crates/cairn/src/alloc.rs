@@ -1,0 +1,286 @@
+//! The free-page set: runs of pages that are reusable now, and runs freed by a committed
+//! transaction that some snapshot may still see ("pending").
+//!
+//! Invariants:
+//! - Runs never overlap, and every run lies below the high-water mark `npages`.
+//! - A run is reusable only when no pinned snapshot can see it: a run born (written) by
+//!   transaction `b` and freed by transaction `f` is visible to snapshots `b..f`; it is released
+//!   when no reader, and not the last steady commit, lies in that interval. This frees pages that
+//!   were born and died between two open readers, not only those older than the oldest reader.
+//! - Adjacent reusable runs are merged, so bookkeeping is by runs, not pages.
+//! - Every change is recorded in `dirty` (persisted into the free tree at commit) and in the
+//!   undo log (replayed backward on abort, to any nesting depth).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One run of free pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Run {
+    /// Pages in the run.
+    pub len: u64,
+    /// Transaction that wrote the pages (0 for runs that were never visible).
+    pub birth: u64,
+    /// Transaction that freed them; 0 once reusable.
+    pub freed: u64,
+}
+
+/// Encoded size of a run in the free tree: len, birth, freed.
+pub const RUN_VALUE: usize = 24;
+
+impl Run {
+    /// Free-tree value.
+    pub fn encode(&self) -> [u8; RUN_VALUE] {
+        let mut b = [0u8; RUN_VALUE];
+        b[0..8].copy_from_slice(&self.len.to_le_bytes());
+        b[8..16].copy_from_slice(&self.birth.to_le_bytes());
+        b[16..24].copy_from_slice(&self.freed.to_le_bytes());
+        b
+    }
+    /// Decodes a free-tree value.
+    pub fn decode(b: &[u8]) -> Option<Run> {
+        if b.len() != RUN_VALUE {
+            return None;
+        }
+        let g = |i: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&b[i..i + 8]);
+            u64::from_le_bytes(a)
+        };
+        Some(Run { len: g(0), birth: g(8), freed: g(16) })
+    }
+}
+
+/// Free-tree key of a run: its first page, big-endian so bytewise order is numeric.
+pub fn run_key(start: u64) -> [u8; 8] {
+    start.to_be_bytes()
+}
+
+/// Decodes a free-tree key.
+pub fn decode_run_key(k: &[u8]) -> Option<u64> {
+    let a: [u8; 8] = k.try_into().ok()?;
+    Some(u64::from_be_bytes(a))
+}
+
+/// The free-page set with its indexes, dirty keys and undo log.
+#[derive(Default, Clone)]
+pub struct FreeState {
+    runs: BTreeMap<u64, Run>,
+    reusable: BTreeSet<u64>,
+    pending: BTreeMap<u64, BTreeSet<u64>>,
+    dirty: BTreeSet<u64>,
+    undo: Vec<(u64, Option<Run>)>,
+    reusable_pages: u64,
+}
+
+impl FreeState {
+    /// Loads one run read from the free tree (at open).
+    pub fn load(&mut self, start: u64, run: Run) {
+        self.index(start, &run);
+        self.runs.insert(start, run);
+    }
+
+    fn index(&mut self, start: u64, r: &Run) {
+        if r.freed == 0 {
+            self.reusable.insert(start);
+            self.reusable_pages += r.len;
+        } else {
+            self.pending.entry(r.freed).or_default().insert(start);
+        }
+    }
+
+    fn unindex(&mut self, start: u64, r: &Run) {
+        if r.freed == 0 {
+            self.reusable.remove(&start);
+            self.reusable_pages -= r.len;
+        } else if let Some(s) = self.pending.get_mut(&r.freed) {
+            s.remove(&start);
+            if s.is_empty() {
+                self.pending.remove(&r.freed);
+            }
+        }
+    }
+
+    fn set(&mut self, start: u64, new: Option<Run>) {
+        let old = match new {
+            Some(r) => {
+                self.index(start, &r);
+                self.runs.insert(start, r)
+            }
+            None => self.runs.remove(&start),
+        };
+        if let Some(o) = &old {
+            self.unindex(start, o);
+        }
+        self.undo.push((start, old));
+        self.dirty.insert(start);
+    }
+
+    /// Length of the undo log (a nesting mark).
+    pub fn mark(&self) -> usize {
+        self.undo.len()
+    }
+
+    /// Undoes every change after `mark`.
+    pub fn rollback(&mut self, mark: usize) {
+        while self.undo.len() > mark {
+            let (start, old) = self.undo.pop().expect("len > mark");
+            if let Some(cur) = self.runs.remove(&start) {
+                self.unindex(start, &cur);
+            }
+            if let Some(o) = old {
+                self.index(start, &o);
+                self.runs.insert(start, o);
+            }
+        }
+    }
+
+    /// Forgets the undo log (at commit).
+    pub fn forget_undo(&mut self) {
+        self.undo.clear();
+    }
+
+    /// Takes the keys changed since the last call, to persist them.
+    pub fn take_dirty(&mut self) -> BTreeSet<u64> {
+        std::mem::take(&mut self.dirty)
+    }
+
+    /// Whether every change has been persisted.
+    pub fn is_clean(&self) -> bool {
+        self.dirty.is_empty()
+    }
+
+    /// The run starting at `start`.
+    pub fn get(&self, start: u64) -> Option<Run> {
+        self.runs.get(&start).copied()
+    }
+
+    /// Whether any page of `[start, start + len)` is already free.
+    pub fn overlaps(&self, start: u64, len: u64) -> bool {
+        if let Some((&s, r)) = self.runs.range(..start + len).next_back() {
+            return s + r.len > start;
+        }
+        false
+    }
+
+    /// Takes `n` contiguous reusable pages, lowest first.
+    pub fn alloc(&mut self, n: u64) -> Option<u64> {
+        let start = if n == 1 {
+            *self.reusable.iter().next()?
+        } else {
+            *self.reusable.iter().find(|s| self.runs[s].len >= n)?
+        };
+        let r = self.runs[&start];
+        self.set(start, None);
+        if r.len > n {
+            self.set(start + n, Some(Run { len: r.len - n, birth: 0, freed: 0 }));
+        }
+        Some(start)
+    }
+
+    /// Adds pages no snapshot can see, merging with reusable neighbours.
+    pub fn add_reusable(&mut self, mut start: u64, mut len: u64) {
+        if let Some((&ps, &pr)) = self.runs.range(..start).next_back() {
+            if pr.freed == 0 && ps + pr.len == start {
+                self.set(ps, None);
+                start = ps;
+                len += pr.len;
+            }
+        }
+        if let Some(nr) = self.runs.get(&(start + len)).copied() {
+            if nr.freed == 0 {
+                self.set(start + len, None);
+                len += nr.len;
+            }
+        }
+        self.set(start, Some(Run { len, birth: 0, freed: 0 }));
+    }
+
+    /// Adds pages born by `birth` and freed by the transaction `freed`.
+    pub fn add_pending(&mut self, start: u64, len: u64, birth: u64, freed: u64) {
+        // Extend a run of the same interval that ends right here.
+        if let Some((&ps, &pr)) = self.runs.range(..start).next_back() {
+            if pr.freed == freed && pr.birth == birth && ps + pr.len == start {
+                self.set(ps, Some(Run { len: pr.len + len, ..pr }));
+                return;
+            }
+        }
+        self.set(start, Some(Run { len, birth, freed }));
+    }
+
+    /// Makes reusable every pending run that no pinned snapshot (sorted ascending) can see.
+    pub fn release(&mut self, pinned: &[u64]) {
+        let mut ready = Vec::new();
+        for (&freed, starts) in &self.pending {
+            for &s in starts {
+                let r = self.runs[&s];
+                // The first pinned snapshot at or after the birth must be at or after `freed`.
+                let i = pinned.partition_point(|&p| p < r.birth);
+                if pinned.get(i).is_none_or(|&p| p >= freed) {
+                    ready.push((s, r.len));
+                }
+            }
+        }
+        for (s, len) in ready {
+            self.set(s, None);
+            self.add_reusable(s, len);
+        }
+    }
+
+    /// Gives back a reusable run that ends at the high-water mark; returns the new mark.
+    pub fn trim_tail(&mut self, npages: u64) -> u64 {
+        if let Some((&s, &r)) = self.runs.range(..npages).next_back() {
+            if r.freed == 0 && s + r.len == npages {
+                self.set(s, None);
+                return s;
+            }
+        }
+        npages
+    }
+
+    /// Pages reusable now.
+    pub fn reusable_pages(&self) -> u64 {
+        self.reusable_pages
+    }
+
+    /// Pages freed but still visible to some snapshot.
+    pub fn pending_pages(&self) -> u64 {
+        self.pending.values().flatten().map(|s| self.runs[s].len).sum()
+    }
+
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_alloc_and_rollback() {
+        let mut f = FreeState::default();
+        f.add_reusable(10, 2);
+        f.add_reusable(12, 3);
+        assert_eq!(f.get(10), Some(Run { len: 5, birth: 0, freed: 0 }));
+        let mark = f.mark();
+        assert_eq!(f.alloc(1), Some(10));
+        assert_eq!(f.alloc(3), Some(11));
+        assert_eq!(f.reusable_pages(), 1);
+        f.rollback(mark);
+        assert_eq!(f.get(10), Some(Run { len: 5, birth: 0, freed: 0 }));
+        assert_eq!(f.reusable_pages(), 5);
+    }
+
+    #[test]
+    fn release_between_readers() {
+        let mut f = FreeState::default();
+        f.add_pending(5, 1, 3, 6); // visible to snapshots 3..6
+        f.add_pending(8, 1, 7, 9); // visible to 7..9, between readers 2 and 10
+        f.release(&[4, 10]);
+        assert_eq!(f.get(5).unwrap().freed, 6);
+        assert_eq!(f.get(8).unwrap().freed, 0);
+        f.release(&[5]);
+        assert_eq!(f.get(5).unwrap().freed, 6);
+        f.release(&[]);
+        assert_eq!(f.get(5).unwrap().freed, 0);
+        assert!(f.overlaps(5, 1) && !f.overlaps(6, 2));
+        assert_eq!(f.trim_tail(9), 8);
+    }
+}

@@ -1,0 +1,168 @@
+//! Cursor positions: a stack of (page, slot) from the root to a leaf. The stack holds page
+//! numbers, not borrowed pages, so it can outlive changes made through a write transaction as
+//! long as it is re-seeked after them (the public cursor does that).
+
+use super::{node_value, tree_page, PageSource, MAX_DEPTH};
+use crate::error::{Error, Result};
+use crate::format::{DbRecord, KeyCmp};
+
+/// Where a cursor stands.
+#[derive(Clone, Debug, Default)]
+pub struct Position {
+    stack: Vec<(u64, usize)>,
+}
+
+impl Position {
+    /// An unpositioned cursor.
+    pub fn new() -> Position {
+        Position { stack: Vec::with_capacity(8) }
+    }
+
+    /// Whether it points at an entry.
+    pub fn is_set(&self) -> bool {
+        !self.stack.is_empty()
+    }
+
+    /// Forgets the position.
+    pub fn clear(&mut self) {
+        self.stack.clear();
+    }
+
+    fn push_edge<S: PageSource + ?Sized>(&mut self, src: &S, mut pgno: u64, last: bool) -> Result<()> {
+        loop {
+            if self.stack.len() >= MAX_DEPTH {
+                return Err(Error::corrupted("tree deeper than the depth limit"));
+            }
+            let p = tree_page(src, pgno)?;
+            let n = p.nkeys();
+            if n == 0 {
+                return Err(Error::corrupted(format!("page {pgno}: empty page inside a tree")));
+            }
+            let i = if last { n - 1 } else { 0 };
+            self.stack.push((pgno, i));
+            if p.is_leaf() {
+                return Ok(());
+            }
+            pgno = p.child(i)?;
+        }
+    }
+
+    /// Moves to the first entry; false if the tree is empty.
+    pub fn first<S: PageSource + ?Sized>(&mut self, src: &S, rec: &DbRecord) -> Result<bool> {
+        self.stack.clear();
+        if rec.root == 0 {
+            return Ok(false);
+        }
+        self.push_edge(src, rec.root, false)?;
+        Ok(true)
+    }
+
+    /// Moves to the last entry; false if the tree is empty.
+    pub fn last<S: PageSource + ?Sized>(&mut self, src: &S, rec: &DbRecord) -> Result<bool> {
+        self.stack.clear();
+        if rec.root == 0 {
+            return Ok(false);
+        }
+        self.push_edge(src, rec.root, true)?;
+        Ok(true)
+    }
+
+    /// Moves to the first entry >= `key`; returns (found any, exact match).
+    pub fn seek<S: PageSource + ?Sized>(
+        &mut self,
+        src: &S,
+        rec: &DbRecord,
+        cmp: &KeyCmp,
+        key: &[u8],
+    ) -> Result<(bool, bool)> {
+        self.stack.clear();
+        if rec.root == 0 {
+            return Ok((false, false));
+        }
+        let mut pgno = rec.root;
+        loop {
+            if self.stack.len() >= MAX_DEPTH {
+                return Err(Error::corrupted("tree deeper than the depth limit"));
+            }
+            let p = tree_page(src, pgno)?;
+            if p.is_leaf() {
+                let (i, exact) = p.lower_bound(key, cmp, 0)?;
+                self.stack.push((pgno, i));
+                if i >= p.nkeys() {
+                    // Past this leaf's last key: the answer is the next leaf's first entry.
+                    self.stack.last_mut().expect("pushed").1 = p.nkeys().saturating_sub(1);
+                    let more = self.next(src)?;
+                    return Ok((more, false));
+                }
+                return Ok((true, exact));
+            }
+            let i = p.child_index(key, cmp)?;
+            self.stack.push((pgno, i));
+            pgno = p.child(i)?;
+        }
+    }
+
+    /// Steps forward; false (and unpositioned) at the end.
+    pub fn next<S: PageSource + ?Sized>(&mut self, src: &S) -> Result<bool> {
+        self.step(src, true)
+    }
+
+    /// Steps backward; false (and unpositioned) at the start.
+    pub fn prev<S: PageSource + ?Sized>(&mut self, src: &S) -> Result<bool> {
+        self.step(src, false)
+    }
+
+    fn step<S: PageSource + ?Sized>(&mut self, src: &S, fwd: bool) -> Result<bool> {
+        // Fast path: within the leaf.
+        if let Some(&(pgno, i)) = self.stack.last() {
+            let p = tree_page(src, pgno)?;
+            if fwd && i + 1 < p.nkeys() {
+                self.stack.last_mut().expect("nonempty").1 = i + 1;
+                return Ok(true);
+            }
+            if !fwd && i > 0 && i <= p.nkeys() {
+                self.stack.last_mut().expect("nonempty").1 = i - 1;
+                return Ok(true);
+            }
+        } else {
+            return Ok(false);
+        }
+        // Climb to the first level that can move, then descend to the edge.
+        self.stack.pop();
+        while let Some(&(pgno, i)) = self.stack.last() {
+            let p = tree_page(src, pgno)?;
+            let moved = if fwd && i + 1 < p.nkeys() {
+                Some(i + 1)
+            } else if !fwd && i > 0 {
+                Some(i - 1)
+            } else {
+                None
+            };
+            if let Some(j) = moved {
+                self.stack.last_mut().expect("nonempty").1 = j;
+                let child = p.child(j)?;
+                self.push_edge(src, child, !fwd)?;
+                return Ok(true);
+            }
+            self.stack.pop();
+        }
+        Ok(false)
+    }
+
+    /// The entry under the cursor.
+    #[inline]
+    pub fn current<'a, S: PageSource + ?Sized>(&self, src: &'a S) -> Result<Option<(&'a [u8], &'a [u8])>> {
+        let Some(&(pgno, i)) = self.stack.last() else { return Ok(None) };
+        let p = tree_page(src, pgno)?;
+        if i >= p.nkeys() {
+            return Ok(None);
+        }
+        let n = p.node(i)?;
+        Ok(Some((n.key, node_value(src, &n)?)))
+    }
+
+    /// The leaf page and slot (for in-place operations).
+    pub fn leaf(&self) -> Option<(u64, usize)> {
+        self.stack.last().copied()
+    }
+}

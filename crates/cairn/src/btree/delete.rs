@@ -1,0 +1,139 @@
+//! Deletion: remove from the leaf, then merge pages that fell under a quarter full into a
+//! sibling when the two fit in one page, up to the root, which collapses when it has one child.
+
+use super::{build_page, count_page, hinted, page_nodes, search, tree_page, PageWriter, MAX_DEPTH};
+use crate::error::{Error, Result};
+use crate::format::{self, DbRecord, KeyCmp, PageMut, KIND_BRANCH, KIND_LEAF};
+
+/// Deletes `key`; false if it was absent (nothing is touched then).
+pub fn delete<W: PageWriter + ?Sized>(w: &mut W, rec: &mut DbRecord, cmp: &KeyCmp, key: &[u8]) -> Result<bool> {
+    match search::find_leaf(w, rec, cmp, key)? {
+        Some((_, _, true)) => {}
+        _ => return Ok(false),
+    }
+    let mut path: Vec<(u64, usize)> = Vec::with_capacity(rec.depth as usize);
+    let mut pg = w.touch(rec.root)?;
+    rec.root = pg;
+    loop {
+        if path.len() >= MAX_DEPTH {
+            return Err(Error::corrupted("tree deeper than the depth limit"));
+        }
+        let p = tree_page(w, pg)?;
+        if p.is_leaf() {
+            break;
+        }
+        let i = p.child_index(key, cmp)?;
+        let child = p.child(i)?;
+        let nc = w.touch(child)?;
+        if nc != child {
+            PageMut::new(w.page_mut(pg)?).value_area_mut(i)?.copy_from_slice(&nc.to_le_bytes());
+        }
+        path.push((pg, i));
+        pg = nc;
+    }
+    let (i, exact) = tree_page(w, pg)?.lower_bound(key, cmp, 0)?;
+    if !exact {
+        return Err(Error::corrupted("key vanished between search and delete"));
+    }
+    remove_at(w, rec, cmp, path, pg, i)?;
+    Ok(true)
+}
+
+/// Removes slot `i` of dirty leaf `pg` reached by the dirty `path`, then rebalances.
+pub fn remove_at<W: PageWriter + ?Sized>(
+    w: &mut W,
+    rec: &mut DbRecord,
+    cmp: &KeyCmp,
+    path: Vec<(u64, usize)>,
+    pg: u64,
+    i: usize,
+) -> Result<()> {
+    let ps = w.page_size();
+    let n = tree_page(w, pg)?.node(i)?;
+    if n.is_big() {
+        let opg = format::decode_u64(n.val)?;
+        let span = format::overflow_pages(ps, n.vlen as usize);
+        w.free(opg, span)?;
+        count_page(rec, format::KIND_OVERFLOW, -(span as i64));
+    }
+    PageMut::new(w.page_mut(pg)?).remove(i);
+    rec.entries = rec.entries.saturating_sub(1);
+    rebalance(w, rec, cmp, path, pg)
+}
+
+/// Restores the fill invariants from `pg` upward.
+fn rebalance<W: PageWriter + ?Sized>(
+    w: &mut W,
+    rec: &mut DbRecord,
+    cmp: &KeyCmp,
+    mut path: Vec<(u64, usize)>,
+    mut pg: u64,
+) -> Result<()> {
+    let ps = w.page_size();
+    let hint = hinted(cmp);
+    loop {
+        let p = tree_page(w, pg)?;
+        let nk = p.nkeys();
+        let leaf = p.is_leaf();
+        let kind = if leaf { KIND_LEAF } else { KIND_BRANCH };
+        let Some(&(parent, idx)) = path.last() else {
+            // The root: an empty leaf empties the tree, a branch with one child steps down.
+            if leaf && nk == 0 {
+                w.free(pg, 1)?;
+                count_page(rec, KIND_LEAF, -1);
+                rec.root = 0;
+                rec.depth = 0;
+            } else if !leaf && nk == 1 {
+                let child = p.child(0)?;
+                w.free(pg, 1)?;
+                count_page(rec, KIND_BRANCH, -1);
+                rec.root = child;
+                rec.depth -= 1;
+                pg = child;
+                continue;
+            }
+            return Ok(());
+        };
+        if nk > 0 && p.used_bytes()? >= ps / 4 {
+            return Ok(());
+        }
+        // Merge with a sibling: the right page of the pair is absorbed by the left one.
+        let pp = tree_page(w, parent)?;
+        let pn = pp.nkeys();
+        if pn < 2 {
+            if nk == 0 {
+                return Err(Error::corrupted(format!("page {parent}: branch with one empty child")));
+            }
+            return Ok(());
+        }
+        let (li, ri) = if idx > 0 { (idx - 1, idx) } else { (0, 1) };
+        let sep = pp.key(ri)?.to_vec();
+        let (lpg0, rpg0) = (pp.child(li)?, pp.child(ri)?);
+        let lpg = w.touch(lpg0)?;
+        let rpg = w.touch(rpg0)?;
+        let mut pm = PageMut::new(w.page_mut(parent)?);
+        pm.value_area_mut(li)?.copy_from_slice(&lpg.to_le_bytes());
+        pm.value_area_mut(ri)?.copy_from_slice(&rpg.to_le_bytes());
+        let mut nodes = page_nodes(&tree_page(w, lpg)?)?;
+        let mut right = page_nodes(&tree_page(w, rpg)?)?;
+        if !leaf {
+            right[0].key = sep;
+        }
+        let fits = format::SLOTS_AT
+            + nodes.iter().chain(right.iter()).map(|n| n.as_in().footprint()).sum::<usize>()
+            <= ps;
+        if !fits {
+            if nk == 0 {
+                return Err(Error::corrupted("empty page whose sibling cannot absorb it"));
+            }
+            return Ok(());
+        }
+        nodes.append(&mut right);
+        build_page(w.page_mut(lpg)?, kind, hint, &nodes)?;
+        w.free(rpg, 1)?;
+        count_page(rec, kind, -1);
+        PageMut::new(w.page_mut(parent)?).remove(ri);
+        path.pop();
+        pg = parent;
+    }
+}

@@ -1,0 +1,233 @@
+//! Insertion: copy-on-write descent, then insert into the leaf, splitting pages upward as
+//! needed. Appends at the right edge split "at the end" so that sorted loads fill pages.
+
+use super::{build_page, count_page, hinted, page_nodes, tree_page, OwnedNode, PageWriter, MAX_DEPTH};
+use crate::error::{Error, Result};
+use crate::format::{self, DbRecord, KeyCmp, NodeIn, PageMut, KIND_BRANCH, KIND_LEAF, NF_BIG};
+
+/// How to treat an existing key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Replace its value.
+    Upsert,
+    /// Leave it and report it.
+    NoOverwrite,
+    /// The key must be greater than every key of the tree.
+    Append,
+}
+
+/// What `put` did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// A new key was added.
+    Inserted,
+    /// An existing key's value was replaced.
+    Replaced,
+    /// NoOverwrite and the key exists; nothing changed.
+    Exists,
+}
+
+/// Inserts or replaces `key` with a value of `vlen` bytes copied from `val` (or left zeroed
+/// for the caller to fill, when `val` is None: RESERVE).
+pub fn put<W: PageWriter + ?Sized>(
+    w: &mut W,
+    rec: &mut DbRecord,
+    cmp: &KeyCmp,
+    key: &[u8],
+    val: Option<&[u8]>,
+    vlen: usize,
+    mode: Mode,
+) -> Result<Outcome> {
+    let ps = w.page_size();
+    let hint = hinted(cmp);
+    if rec.root == 0 {
+        let pg = w.alloc(1)?;
+        PageMut::init(w.page_mut(pg)?, KIND_LEAF, hint);
+        count_page(rec, KIND_LEAF, 1);
+        rec.root = pg;
+        rec.depth = 1;
+    }
+    // Descend, making every page on the path writable.
+    let mut path: Vec<(u64, usize)> = Vec::with_capacity(rec.depth as usize);
+    let mut pg = w.touch(rec.root)?;
+    rec.root = pg;
+    loop {
+        if path.len() >= MAX_DEPTH {
+            return Err(Error::corrupted("tree deeper than the depth limit"));
+        }
+        let p = tree_page(w, pg)?;
+        if p.is_leaf() {
+            break;
+        }
+        let i = if mode == Mode::Append { p.nkeys() - 1 } else { p.child_index(key, cmp)? };
+        let child = p.child(i)?;
+        let nc = w.touch(child)?;
+        if nc != child {
+            PageMut::new(w.page_mut(pg)?).value_area_mut(i)?.copy_from_slice(&nc.to_le_bytes());
+        }
+        path.push((pg, i));
+        pg = nc;
+    }
+    let p = tree_page(w, pg)?;
+    let (i, exact) = if mode == Mode::Append {
+        let n = p.nkeys();
+        if n > 0 && cmp.cmp(p.key(n - 1)?, key) != std::cmp::Ordering::Less {
+            return Err(Error::AppendOrder);
+        }
+        (n, false)
+    } else {
+        p.lower_bound(key, cmp, 0)?
+    };
+    let outcome = if exact {
+        if mode == Mode::NoOverwrite {
+            return Ok(Outcome::Exists);
+        }
+        let old = p.node(i)?;
+        let (old_big, old_vlen, old_ref) = (old.is_big(), old.vlen, old.val.to_vec());
+        if old_big {
+            let opg = format::decode_u64(&old_ref)?;
+            w.free(opg, format::overflow_pages(ps, old_vlen as usize))?;
+            count_page(rec, format::KIND_OVERFLOW, -(format::overflow_pages(ps, old_vlen as usize) as i64));
+        }
+        // Same stored size and inline: overwrite in place.
+        if !old_big && format::value_inline(ps, key.len(), vlen) && old_vlen as usize == vlen {
+            let mut pm = PageMut::new(w.page_mut(pg)?);
+            let area = pm.value_area_mut(i)?;
+            match val {
+                Some(v) => area.copy_from_slice(v),
+                None => area.fill(0),
+            }
+            return Ok(Outcome::Replaced);
+        }
+        PageMut::new(w.page_mut(pg)?).remove(i);
+        Outcome::Replaced
+    } else {
+        rec.entries += 1;
+        Outcome::Inserted
+    };
+    // Build the node: inline value, or a reference to freshly written overflow pages.
+    let big_ref: [u8; 8];
+    let (flags, stored): (u8, &[u8]) = if format::value_inline(ps, key.len(), vlen) {
+        (0, val.unwrap_or(&[]))
+    } else {
+        let span = format::overflow_pages(ps, vlen);
+        let opg = w.alloc(span)?;
+        count_page(rec, format::KIND_OVERFLOW, span as i64);
+        let b = w.page_mut(opg)?;
+        format::init_overflow(b, span as u32);
+        if let Some(v) = val {
+            format::overflow_value_mut(b)[..vlen].copy_from_slice(v);
+        }
+        big_ref = opg.to_le_bytes();
+        (NF_BIG, &big_ref[..])
+    };
+    let zeroes;
+    let stored = if flags == 0 && val.is_none() {
+        zeroes = vec![0u8; vlen];
+        &zeroes[..]
+    } else {
+        stored
+    };
+    let node = NodeIn { flags, key, val: stored, vlen: vlen as u32 };
+    if !PageMut::new(w.page_mut(pg)?).insert(i, &node)? {
+        let owned = OwnedNode { flags, key: key.to_vec(), val: stored.to_vec(), vlen: vlen as u32 };
+        split(w, rec, cmp, path, pg, i, owned, mode == Mode::Append)?;
+    }
+    Ok(outcome)
+}
+
+/// Splits page `pg` (dirty) while inserting `node` at slot `at`, then carries the new
+/// separator up the path, splitting parents as needed and growing a new root at the top.
+#[allow(clippy::too_many_arguments, reason = "one call site; the state is the descent's")]
+fn split<W: PageWriter + ?Sized>(
+    w: &mut W,
+    rec: &mut DbRecord,
+    cmp: &KeyCmp,
+    mut path: Vec<(u64, usize)>,
+    mut pg: u64,
+    mut at: usize,
+    mut node: OwnedNode,
+    append: bool,
+) -> Result<()> {
+    let ps = w.page_size();
+    let hint = hinted(cmp);
+    loop {
+        let p = tree_page(w, pg)?;
+        let leaf = p.is_leaf();
+        let kind = if leaf { KIND_LEAF } else { KIND_BRANCH };
+        let mut nodes = page_nodes(&p)?;
+        nodes.insert(at, node);
+        let m = split_point(&nodes, at, ps, append);
+        let mut right = nodes.split_off(m);
+        // The separator: on leaves the shortest key between the halves (bytewise order), on
+        // branches the middle key moves up and the right page's first slot keeps no key.
+        let sep = if leaf {
+            let l = &nodes[nodes.len() - 1].key;
+            let r = &right[0].key;
+            if hint {
+                let c = format::common_prefix(l, r);
+                r[..(c + 1).min(r.len())].to_vec()
+            } else {
+                r.clone()
+            }
+        } else {
+            std::mem::take(&mut right[0].key)
+        };
+        build_page(w.page_mut(pg)?, kind, hint, &nodes)?;
+        let rpg = w.alloc(1)?;
+        build_page(w.page_mut(rpg)?, kind, hint, &right)?;
+        count_page(rec, kind, 1);
+        let child_ref = rpg.to_le_bytes().to_vec();
+        let up = OwnedNode { flags: 0, key: sep, val: child_ref, vlen: 8 };
+        match path.pop() {
+            None => {
+                // New root over the two halves.
+                let root = w.alloc(1)?;
+                let left = OwnedNode { flags: 0, key: Vec::new(), val: pg.to_le_bytes().to_vec(), vlen: 8 };
+                build_page(w.page_mut(root)?, KIND_BRANCH, hint, &[left, up])?;
+                count_page(rec, KIND_BRANCH, 1);
+                rec.root = root;
+                rec.depth += 1;
+                return Ok(());
+            }
+            Some((parent, idx)) => {
+                if PageMut::new(w.page_mut(parent)?).insert(idx + 1, &up.as_in())? {
+                    return Ok(());
+                }
+                pg = parent;
+                at = idx + 1;
+                node = up;
+            }
+        }
+    }
+}
+
+/// Where to cut `nodes` (the page's nodes plus the new one at `at`): the right half starts at
+/// the returned index. Both halves fit a page.
+fn split_point(nodes: &[OwnedNode], at: usize, ps: usize, append: bool) -> usize {
+    let cap = ps - format::SLOTS_AT;
+    let n = nodes.len();
+    let total: usize = nodes.iter().map(OwnedNode::footprint).sum();
+    // Appending at the right edge: keep the left page full, start the right with the new node.
+    if (append || at == n - 1) && total - nodes[n - 1].footprint() <= cap && n >= 2 {
+        return n - 1;
+    }
+    if at == 0 && total - nodes[0].footprint() <= cap && n >= 2 {
+        return 1;
+    }
+    let mut left = 0usize;
+    let mut best = 1;
+    let mut best_diff = usize::MAX;
+    for (i, nd) in nodes.iter().enumerate().take(n - 1) {
+        left += nd.footprint();
+        let right = total - left;
+        if left <= cap && right <= cap {
+            let diff = left.abs_diff(right);
+            if diff < best_diff {
+                best_diff = diff;
+                best = i + 1;
+            }
+        }
+    }
+    best
+}

@@ -1,0 +1,118 @@
+//! The B+tree: search, cursors, insertion with splits, deletion with merges. One module per
+//! operation; they share the page access traits below.
+//!
+//! Invariants of every tree (checked by `check.rs`):
+//! - All leaves are at depth `rec.depth`; a branch page has at least one child; slot 0 of a
+//!   branch page carries an empty key and covers everything below the key of slot 1.
+//! - Keys are strictly increasing within a page and, for child `i` of a branch, every key below
+//!   it is >= key(i) and < key(i + 1).
+//! - No page but the root is empty; an empty tree has root 0.
+//! - Descent is bounded by `MAX_DEPTH`, so a cycle in a corrupted file ends in an error.
+
+pub mod cursor;
+pub mod delete;
+pub mod insert;
+pub mod search;
+
+use crate::error::{Error, Result};
+use crate::format::{self, DbRecord, KeyCmp, Node};
+
+/// Deepest tree walked: far beyond any real tree (2 keys per page gives 2^32 entries).
+pub const MAX_DEPTH: usize = 32;
+
+/// Read access to pages of one snapshot (a read transaction, or a write transaction's view).
+pub trait PageSource {
+    /// Page size.
+    fn page_size(&self) -> usize;
+    /// The image of page `pgno` (one page), bounds-checked against the snapshot.
+    fn page(&self, pgno: u64) -> Result<&[u8]>;
+    /// The image of `span` pages starting at `pgno` (an overflow run).
+    fn pages(&self, pgno: u64, span: u64) -> Result<&[u8]>;
+}
+
+/// Write access for a write transaction.
+pub trait PageWriter: PageSource {
+    /// Makes `pgno` writable in this transaction: returns it if already dirty, else a copy at a
+    /// new page number (the old one is freed).
+    fn touch(&mut self, pgno: u64) -> Result<u64>;
+    /// The image of a dirty page.
+    fn page_mut(&mut self, pgno: u64) -> Result<&mut [u8]>;
+    /// Allocates `span` contiguous pages with a zeroed dirty image.
+    fn alloc(&mut self, span: u64) -> Result<u64>;
+    /// Frees `span` pages starting at `pgno`.
+    fn free(&mut self, pgno: u64, span: u64) -> Result<()>;
+}
+
+/// A tree-page view of `pgno`.
+#[inline]
+pub fn tree_page<S: PageSource + ?Sized>(src: &S, pgno: u64) -> Result<format::Page<'_>> {
+    format::Page::new(src.page(pgno)?, pgno)
+}
+
+/// The value of a leaf node, following an overflow reference if needed.
+#[inline]
+pub fn node_value<'a, S: PageSource + ?Sized>(src: &'a S, n: &Node<'a>) -> Result<&'a [u8]> {
+    if !n.is_big() {
+        return Ok(n.val);
+    }
+    let pgno = format::decode_u64(n.val)?;
+    let span = format::overflow_pages(src.page_size(), n.vlen as usize);
+    let b = src.pages(pgno, span)?;
+    format::overflow_value(b, pgno, n.vlen as usize)
+}
+
+/// An owned node, used when pages are rebuilt (splits and merges).
+#[derive(Clone, Debug)]
+pub struct OwnedNode {
+    /// NF_* flags.
+    pub flags: u8,
+    /// Key.
+    pub key: Vec<u8>,
+    /// Stored value area.
+    pub val: Vec<u8>,
+    /// Real value length.
+    pub vlen: u32,
+}
+
+impl OwnedNode {
+    fn of(n: &Node) -> OwnedNode {
+        OwnedNode { flags: n.flags, key: n.key.to_vec(), val: n.val.to_vec(), vlen: n.vlen }
+    }
+    fn as_in(&self) -> format::NodeIn<'_> {
+        format::NodeIn { flags: self.flags, key: &self.key, val: &self.val, vlen: self.vlen }
+    }
+    fn footprint(&self) -> usize {
+        self.as_in().footprint()
+    }
+}
+
+/// All nodes of a page, owned.
+pub(crate) fn page_nodes(p: &format::Page) -> Result<Vec<OwnedNode>> {
+    (0..p.nkeys()).map(|i| p.node(i).map(|n| OwnedNode::of(&n))).collect()
+}
+
+/// Writes `nodes` into a fresh image of the given kind.
+pub(crate) fn build_page(b: &mut [u8], kind: u8, hinted: bool, nodes: &[OwnedNode]) -> Result<()> {
+    let mut pm = format::PageMut::init(b, kind, hinted);
+    for (i, n) in nodes.iter().enumerate() {
+        if !pm.insert(i, &n.as_in())? {
+            return Err(Error::corrupted("rebuilt page overflows (internal)"));
+        }
+    }
+    pm.refresh_prefix()
+}
+
+/// Whether pages of a tree with this order keep prefixes and hints.
+pub fn hinted(cmp: &KeyCmp) -> bool {
+    matches!(cmp, KeyCmp::Bytes)
+}
+
+/// Adjusts the page counters of a record when a page of `kind` is added or removed.
+pub(crate) fn count_page(rec: &mut DbRecord, kind: u8, delta: i64) {
+    let c = match kind {
+        format::KIND_BRANCH => &mut rec.branch_pages,
+        format::KIND_LEAF => &mut rec.leaf_pages,
+        _ => &mut rec.overflow_pages,
+    };
+    *c = c.wrapping_add_signed(delta);
+}

@@ -1,0 +1,46 @@
+//! Point lookup: descend from the root by binary search, no allocation, no copy.
+
+use super::{node_value, tree_page, PageSource, MAX_DEPTH};
+use crate::error::{Error, Result};
+use crate::format::{DbRecord, KeyCmp};
+
+/// The leaf page and slot where `key` is or would be, plus whether it is there.
+pub fn find_leaf<S: PageSource + ?Sized>(
+    src: &S,
+    rec: &DbRecord,
+    cmp: &KeyCmp,
+    key: &[u8],
+) -> Result<Option<(u64, usize, bool)>> {
+    if rec.root == 0 {
+        return Ok(None);
+    }
+    let mut pgno = rec.root;
+    for _ in 0..MAX_DEPTH {
+        let p = tree_page(src, pgno)?;
+        if p.is_leaf() {
+            let (i, exact) = p.lower_bound(key, cmp, 0)?;
+            return Ok(Some((pgno, i, exact)));
+        }
+        let i = p.child_index(key, cmp)?;
+        pgno = p.child(i)?;
+    }
+    Err(Error::corrupted(format!("tree deeper than {MAX_DEPTH} levels (a cycle?)")))
+}
+
+/// The value stored under `key`.
+#[inline]
+pub fn get<'a, S: PageSource + ?Sized>(
+    src: &'a S,
+    rec: &DbRecord,
+    cmp: &KeyCmp,
+    key: &[u8],
+) -> Result<Option<&'a [u8]>> {
+    match find_leaf(src, rec, cmp, key)? {
+        Some((pgno, i, true)) => {
+            let p = tree_page(src, pgno)?;
+            let n = p.node(i)?;
+            Ok(Some(node_value(src, &n)?))
+        }
+        _ => Ok(None),
+    }
+}

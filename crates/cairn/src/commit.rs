@@ -1,0 +1,338 @@
+//! The commit protocol (docs/design.md, "Commit"): one flush per durable commit.
+//!
+//! 1. Named database records go into the catalog; the previous commit's list pages are freed.
+//! 2. The free set is persisted into the free tree until it stops changing (updating the tree
+//!    allocates and frees pages, which changes the set; each page is copied at most once per
+//!    transaction, so this converges in a few rounds; it is bounded anyway).
+//! 3. Every dirty page is stamped (number, writer, checksum) and written, contiguous pages in
+//!    one vectored write. The written runs are listed in the meta, or in list pages.
+//! 4. The meta goes into a slot holding neither the previous commit nor the last steady one.
+//! 5. Durable mode: one fdatasync. Ordering between pages and meta does not matter: recovery
+//!    accepts a meta only if every page it lists verifies, else falls back to the previous one,
+//!    whose pages this commit never overwrote.
+
+use crate::alloc::run_key;
+use crate::btree::{self, PageWriter};
+use crate::env::{verify_commit, Durability};
+use crate::error::{Error, Result};
+use crate::format::{self, KeyCmp, Meta, WrittenRun, META_INLINE_RUNS, META_SLOTS, SECTOR};
+use crate::txn::RwTxn;
+use std::sync::atomic::Ordering;
+
+const MAX_ROUNDS: usize = 64;
+
+impl RwTxn<'_> {
+    /// Commits: atomic, and durable before returning in [`Durability::Durable`] mode.
+    pub fn commit(mut self) -> Result<()> {
+        let steady = self.env.inner.opts.durability == Durability::Durable;
+        self.commit_inner(steady)
+    }
+
+    /// Commits and flushes, whatever the mode (used by `Env::sync`).
+    pub(crate) fn commit_steady(mut self) -> Result<()> {
+        self.commit_inner(true)
+    }
+
+    fn commit_inner(&mut self, mut steady: bool) -> Result<()> {
+        self.env.inner.check_usable()?;
+        let lazy_unsynced = self.ws().steady < self.base.txnid;
+        if !self.changed && !(steady && lazy_unsynced) {
+            return Ok(()); // Drop releases the writer state untouched.
+        }
+        if let Some(limit) = self.env.inner.opts.sync_bytes {
+            if self.ws().unsynced_bytes >= limit {
+                steady = true;
+            }
+        }
+        match self.prepare_and_write(steady) {
+            Ok(meta) => {
+                self.publish(meta, steady);
+                Ok(())
+            }
+            Err((e, fatal)) => {
+                if fatal {
+                    self.env.inner.poisoned.store(true, Ordering::Relaxed);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Steps 1-5; an error is fatal when it came after the meta may have reached the file.
+    fn prepare_and_write(&mut self, steady: bool) -> std::result::Result<Meta, (Error, bool)> {
+        let soft = |e: Error| (e, false);
+        self.save_catalog().map_err(soft)?;
+        // The previous commit's list pages are no longer needed once this one is written.
+        let base = self.base.clone();
+        for pg in crate::env::list_pages(&*self.env.inner.storage, &base).map_err(soft)? {
+            self.free(pg, 1).map_err(soft)?;
+        }
+        // Give tail space back.
+        let np = self.npages;
+        self.npages = self.ws().free.trim_tail(np);
+        let txnid = self.txnid;
+        let ps = self.env.inner.page_size;
+        let mut list_pages: Vec<u64> = Vec::new();
+        let mut runs;
+        let mut rounds = 0;
+        loop {
+            self.persist_free().map_err(soft)?;
+            runs = self.written_runs(steady, &list_pages);
+            let need = if runs.len() <= META_INLINE_RUNS {
+                0
+            } else {
+                runs.len().div_ceil(format::list_capacity(ps))
+            };
+            if list_pages.len() >= need && self.ws().free.is_clean() {
+                break;
+            }
+            while list_pages.len() < need {
+                let pg = self.alloc(1).map_err(soft)?;
+                list_pages.push(pg);
+            }
+            rounds += 1;
+            if rounds > MAX_ROUNDS {
+                return Err(soft(Error::corrupted("free list did not converge (internal)")));
+            }
+        }
+        // Fill the list pages (unused trailing ones stay empty).
+        let cap = format::list_capacity(ps);
+        let inline = list_pages.is_empty();
+        for (i, &pg) in list_pages.iter().enumerate() {
+            let next = list_pages.get(i + 1).copied().unwrap_or(0);
+            let chunk: &[WrittenRun] = if inline {
+                &[]
+            } else {
+                let a = (i * cap).min(runs.len());
+                let b = ((i + 1) * cap).min(runs.len());
+                &runs[a..b]
+            };
+            let b = self.page_mut(pg).map_err(soft)?;
+            format::build_list_page(b, chunk, next);
+        }
+        // Make room, stamp and write every dirty page.
+        let need_len = self.npages * ps as u64;
+        self.ensure_len(need_len).map_err(soft)?;
+        let written = self.write_dirty(txnid).map_err(soft)?;
+        let meta = Meta {
+            page_size: ps as u32,
+            txnid,
+            flags: if steady { format::MF_STEADY } else { 0 },
+            npages: self.npages,
+            last_steady: if steady { txnid } else { self.ws().steady },
+            run_count: runs.len() as u32,
+            list_head: list_pages.first().copied().unwrap_or(0),
+            main: self.dbs[0].as_ref().expect("main").rec,
+            catalog: self.catalog,
+            free: self.free_rec,
+            inline_runs: if inline { runs } else { Vec::new() },
+        };
+        let slot = self.choose_slot();
+        let storage = &*self.env.inner.storage;
+        let fatal = |e: Error| (e, true);
+        storage.write_at((slot * SECTOR) as u64, &[&meta.encode()]).map_err(fatal)?;
+        if steady {
+            storage.sync().map_err(fatal)?;
+        }
+        if cfg!(debug_assertions) {
+            verify_commit(storage, &meta).map_err(fatal)?;
+        }
+        let ws = self.ws();
+        ws.slots[slot] = txnid;
+        ws.unsynced_bytes += written;
+        Ok(meta)
+    }
+
+    fn publish(&mut self, meta: Meta, steady: bool) {
+        let inner = &self.env.inner;
+        let storage = &*inner.storage;
+        let ps = inner.page_size as u64;
+        let ws = self.ws.as_mut().expect("writer state");
+        if steady {
+            ws.steady = meta.txnid;
+            ws.unsynced.clear();
+            ws.unsynced_bytes = 0;
+            // Give much free tail space back to the file system.
+            let used = meta.npages * ps;
+            let step = growth_step(used);
+            if storage.len() > used + 2 * step {
+                let _ = storage.truncate(used + step);
+            }
+        }
+        ws.free.forget_undo();
+        ws.next_txnid = meta.txnid + 1;
+        inner.shared.publish(&meta);
+        ws.meta = meta;
+        // Dropping the transaction hands the writer state back; nothing is left to undo.
+        let pool = &mut ws.pool;
+        for (_, buf) in self.dirty.drain() {
+            if buf.len() == ps as usize && pool.len() < 1024 {
+                pool.push(buf);
+            }
+        }
+    }
+
+    /// Records of named databases changed by this transaction go into the catalog.
+    fn save_catalog(&mut self) -> Result<()> {
+        let names: Vec<(usize, String, bool, format::DbRecord)> = self
+            .dbs
+            .iter()
+            .enumerate()
+            .skip(1)
+            .filter_map(|(i, d)| {
+                let d = d.as_ref()?;
+                if !d.dirty && !d.deleted {
+                    return None;
+                }
+                Some((i, self.env.inner.db_name(i)?, d.deleted, d.rec))
+            })
+            .collect();
+        for (_, name, deleted, rec) in names {
+            let mut cat = self.catalog;
+            if deleted {
+                btree::delete::delete(self, &mut cat, &KeyCmp::Bytes, name.as_bytes())?;
+            } else {
+                let v = rec.to_bytes();
+                btree::insert::put(self, &mut cat, &KeyCmp::Bytes, name.as_bytes(), Some(&v), v.len(), btree::insert::Mode::Upsert)?;
+            }
+            self.catalog = cat;
+        }
+        Ok(())
+    }
+
+    /// Writes changed free runs into the free tree until nothing changes.
+    fn persist_free(&mut self) -> Result<()> {
+        for _ in 0..MAX_ROUNDS {
+            let keys = self.ws().free.take_dirty();
+            if keys.is_empty() {
+                return Ok(());
+            }
+            for k in keys {
+                let mut rec = self.free_rec;
+                match self.ws().free.get(k) {
+                    Some(run) => {
+                        let v = run.encode();
+                        btree::insert::put(self, &mut rec, &KeyCmp::Bytes, &run_key(k), Some(&v), v.len(), btree::insert::Mode::Upsert)?;
+                    }
+                    None => {
+                        btree::delete::delete(self, &mut rec, &KeyCmp::Bytes, &run_key(k))?;
+                    }
+                }
+                self.free_rec = rec;
+            }
+        }
+        Err(Error::corrupted("free tree did not converge (internal)"))
+    }
+
+    /// The runs this commit must list: its own pages, plus (lazy mode) every page written
+    /// since the last steady commit that is still live.
+    fn written_runs(&mut self, steady: bool, list_pages: &[u64]) -> Vec<WrittenRun> {
+        let ps = self.env.inner.page_size;
+        let txnid = self.txnid;
+        let mut pages: Vec<(u64, u64, u64)> = self
+            .dirty
+            .iter()
+            .filter(|(p, _)| !list_pages.contains(p))
+            .map(|(&p, b)| (p, (b.len() / ps) as u64, txnid))
+            .collect();
+        if !steady {
+            let freed: Vec<u64> = self.freed_clean.clone();
+            let ws = self.ws.as_mut().expect("writer state");
+            for p in freed {
+                ws.unsynced.remove(&p);
+            }
+            pages.extend(ws.unsynced.iter().map(|(&p, &(span, t))| (p, span, t)));
+        }
+        pages.sort_unstable();
+        let mut runs: Vec<WrittenRun> = Vec::new();
+        for (p, span, t) in pages {
+            if let Some(last) = runs.last_mut() {
+                if last.txnid == t && last.start + u64::from(last.len) == p && u64::from(last.len) + span < u64::from(u32::MAX) {
+                    last.len += span as u32;
+                    continue;
+                }
+            }
+            runs.push(WrittenRun { start: p, len: span as u32, txnid: t });
+        }
+        runs
+    }
+
+    fn ensure_len(&mut self, need: u64) -> Result<()> {
+        let storage = &*self.env.inner.storage;
+        let len = storage.len();
+        if len >= need {
+            return Ok(());
+        }
+        let mut target = need.max(len + growth_step(len));
+        if let Some(max) = self.env.inner.opts.max_size {
+            target = target.min(max).max(need);
+        }
+        let ps = self.env.inner.page_size as u64;
+        target = target.div_ceil(ps) * ps;
+        storage.grow(target)
+    }
+
+    /// Stamps and writes every dirty page; returns the bytes written.
+    fn write_dirty(&mut self, txnid: u64) -> Result<u64> {
+        let ps = self.env.inner.page_size as u64;
+        let mut pgnos: Vec<u64> = self.dirty.keys().copied().collect();
+        pgnos.sort_unstable();
+        for &p in &pgnos {
+            let b = self.dirty.get_mut(&p).expect("listed");
+            format::seal_page(b, p, txnid);
+        }
+        let lazy = self.env.inner.opts.durability == Durability::Lazy;
+        if lazy {
+            let ws = self.ws.as_mut().expect("writer state");
+            for &p in &pgnos {
+                let span = self.dirty[&p].len() as u64 / ps;
+                ws.unsynced.insert(p, (span, txnid));
+            }
+        }
+        let storage = &*self.env.inner.storage;
+        let mut total = 0u64;
+        let mut i = 0;
+        while i < pgnos.len() {
+            let start = pgnos[i];
+            let mut bufs: Vec<&[u8]> = vec![&self.dirty[&start]];
+            let mut next = start + self.dirty[&start].len() as u64 / ps;
+            let mut j = i + 1;
+            while j < pgnos.len() && pgnos[j] == next && bufs.len() < 1024 {
+                let b = &self.dirty[&pgnos[j]];
+                bufs.push(b);
+                next += b.len() as u64 / ps;
+                j += 1;
+            }
+            let bytes: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+            storage.write_at(start * ps, &bufs)?;
+            total += bytes;
+            i = j;
+        }
+        Ok(total)
+    }
+
+    /// A meta slot holding neither the commit this one builds on nor the last steady one.
+    fn choose_slot(&mut self) -> usize {
+        let base = self.base.txnid;
+        let ws = self.ws();
+        let steady = ws.steady;
+        let mut best = None;
+        for i in 0..META_SLOTS {
+            let t = ws.slots[i];
+            if t != 0 && (t == base || t == steady) {
+                continue;
+            }
+            // Prefer an empty slot or one left by a failed commit, then the oldest.
+            let rank = if t == 0 || t > base { 0 } else { t };
+            if best.is_none_or(|(_, r)| rank < r) {
+                best = Some((i, rank));
+            }
+        }
+        best.expect("three slots, at most two protected").0
+    }
+}
+
+/// How much the file grows at once: a quarter of its size, from 1 MiB to 256 MiB.
+pub(crate) fn growth_step(len: u64) -> u64 {
+    (len / 4).clamp(1 << 20, 256 << 20)
+}

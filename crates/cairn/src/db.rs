@@ -1,0 +1,226 @@
+//! Database handles, flags and statistics, and the catalog of named databases.
+
+use crate::btree::{self, cursor::Position, PageSource, PageWriter, MAX_DEPTH};
+use crate::env::{DbInfo, EnvInner, WriterState};
+use crate::error::{Error, Result};
+use crate::format::{self, DbRecord, KeyCmp};
+
+macro_rules! flag_set {
+    ($(#[$m:meta])* $name:ident { $($(#[$fm:meta])* $f:ident = $v:expr;)* }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+        pub struct $name(u32);
+        impl $name {
+            $($(#[$fm])* pub const $f: $name = $name($v);)*
+            /// No flag.
+            pub const fn empty() -> $name { $name(0) }
+            /// The raw bits (LMDB's values).
+            pub const fn bits(self) -> u32 { self.0 }
+            /// From raw bits, keeping unknown ones.
+            pub const fn from_bits_retain(b: u32) -> $name { $name(b) }
+            /// Whether every flag of `o` is set.
+            pub const fn contains(self, o: $name) -> bool { self.0 & o.0 == o.0 }
+            /// Whether no flag is set.
+            pub const fn is_empty(self) -> bool { self.0 == 0 }
+        }
+        impl std::ops::BitOr for $name {
+            type Output = $name;
+            fn bitor(self, o: $name) -> $name { $name(self.0 | o.0) }
+        }
+    };
+}
+
+flag_set! {
+    /// Flags of a database, with LMDB's values.
+    DbFlags {
+        /// Keys compared from their last byte to their first.
+        REVERSE_KEY = 0x02;
+        /// Sorted duplicate values per key (reserved: not yet supported).
+        DUP_SORT = 0x04;
+        /// Keys are native unsigned 32- or 64-bit integers, ordered as numbers.
+        INTEGER_KEY = 0x08;
+        /// Create the database if it does not exist.
+        CREATE = 0x4_0000;
+    }
+}
+
+impl DbFlags {
+    /// The flags stored with the database (CREATE is an instruction, not a property).
+    pub fn persistent(self) -> DbFlags {
+        DbFlags(self.0 & (0x02 | 0x04 | 0x08 | 0x10 | 0x20 | 0x40))
+    }
+}
+
+flag_set! {
+    /// Flags of a put, with LMDB's values.
+    PutFlags {
+        /// Fail with `KeyExists` if the key exists.
+        NO_OVERWRITE = 0x10;
+        /// The key sorts after every key of the database: fill pages, do not split them.
+        APPEND = 0x2_0000;
+    }
+}
+
+/// A handle to a database of an environment. Copy it freely; it stays valid while the
+/// environment is open (using it after the database was dropped gives `BadDbi`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Database {
+    pub(crate) idx: u32,
+    pub(crate) env_id: u64,
+}
+
+impl Database {
+    /// The handle's index (LMDB's dbi).
+    pub fn index(&self) -> u32 {
+        self.idx
+    }
+}
+
+/// Statistics of one database.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stat {
+    /// Page size.
+    pub page_size: u32,
+    /// Levels of the tree.
+    pub depth: u32,
+    /// Branch pages.
+    pub branch_pages: u64,
+    /// Leaf pages.
+    pub leaf_pages: u64,
+    /// Overflow pages.
+    pub overflow_pages: u64,
+    /// Entries.
+    pub entries: u64,
+}
+
+impl Stat {
+    pub(crate) fn of(r: &DbRecord, page_size: u32) -> Stat {
+        Stat {
+            page_size,
+            depth: u32::from(r.depth),
+            branch_pages: r.branch_pages,
+            leaf_pages: r.leaf_pages,
+            overflow_pages: r.overflow_pages,
+            entries: r.entries,
+        }
+    }
+}
+
+/// The key order of a database with these flags.
+pub(crate) fn cmp_for(flags: DbFlags) -> KeyCmp {
+    if flags.contains(DbFlags::INTEGER_KEY) {
+        KeyCmp::Integer
+    } else if flags.contains(DbFlags::REVERSE_KEY) {
+        KeyCmp::Reverse
+    } else {
+        KeyCmp::Bytes
+    }
+}
+
+/// Names in a catalog.
+pub(crate) fn catalog_names<S: PageSource + ?Sized>(src: &S, catalog: &DbRecord) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    let mut pos = Position::new();
+    let mut more = pos.first(src, catalog)?;
+    while more {
+        let (k, _) = pos.current(src)?.ok_or_else(|| Error::corrupted("catalog cursor"))?;
+        out.push(String::from_utf8_lossy(k).into_owned());
+        more = pos.next(src)?;
+    }
+    Ok(out)
+}
+
+/// Frees every page of a tree.
+pub(crate) fn free_tree<W: PageWriter + ?Sized>(w: &mut W, rec: &DbRecord) -> Result<()> {
+    if rec.root == 0 {
+        return Ok(());
+    }
+    let ps = w.page_size();
+    let mut stack = vec![(rec.root, 0usize)];
+    let mut pages = Vec::new();
+    let mut overflow = Vec::new();
+    let limit = rec.branch_pages + rec.leaf_pages + 1;
+    while let Some((pg, depth)) = stack.pop() {
+        if depth > MAX_DEPTH || pages.len() as u64 > limit {
+            return Err(Error::corrupted("tree larger than its record says"));
+        }
+        let p = btree::tree_page(w, pg)?;
+        for i in 0..p.nkeys() {
+            let n = p.node(i)?;
+            if p.is_leaf() {
+                if n.is_big() {
+                    overflow.push((format::decode_u64(n.val)?, format::overflow_pages(ps, n.vlen as usize)));
+                }
+            } else {
+                stack.push((format::decode_u64(n.val)?, depth + 1));
+            }
+        }
+        pages.push(pg);
+    }
+    for pg in pages {
+        w.free(pg, 1)?;
+    }
+    for (pg, span) in overflow {
+        w.free(pg, span)?;
+    }
+    Ok(())
+}
+
+impl EnvInner {
+    pub(crate) fn check_db(&self, db: Database) -> Result<usize> {
+        if db.env_id != self.id {
+            return Err(Error::BadDbi);
+        }
+        let idx = db.idx as usize;
+        if idx >= self.dbs.read().unwrap_or_else(|p| p.into_inner()).len() {
+            return Err(Error::BadDbi);
+        }
+        Ok(idx)
+    }
+
+    pub(crate) fn db_cmp(&self, idx: usize) -> KeyCmp {
+        self.dbs.read().unwrap_or_else(|p| p.into_inner())[idx].cmp.clone()
+    }
+
+    pub(crate) fn db_flags(&self, idx: usize) -> DbFlags {
+        self.dbs.read().unwrap_or_else(|p| p.into_inner())[idx].flags
+    }
+
+    pub(crate) fn db_name(&self, idx: usize) -> Option<String> {
+        self.dbs.read().unwrap_or_else(|p| p.into_inner())[idx].name.clone()
+    }
+
+    pub(crate) fn lookup_db(&self, name: &str) -> Option<usize> {
+        self.dbs.read().unwrap_or_else(|p| p.into_inner()).iter().position(|d| d.name.as_deref() == Some(name))
+    }
+
+    pub(crate) fn set_db_flags(&self, idx: usize, flags: DbFlags) {
+        let mut g = self.dbs.write().unwrap_or_else(|p| p.into_inner());
+        g[idx].flags = flags;
+        g[idx].cmp = cmp_for(flags);
+    }
+
+    /// The handle of a named database, registering it on first use.
+    pub(crate) fn register_db(&self, name: &str, flags: DbFlags) -> Result<Database> {
+        let mut g = self.dbs.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = g.iter().position(|d| d.name.as_deref() == Some(name)) {
+            if g[i].flags != flags {
+                g[i].flags = flags;
+                g[i].cmp = cmp_for(flags);
+            }
+            return Ok(Database { idx: i as u32, env_id: self.id });
+        }
+        if g.len() > self.opts.max_dbs as usize {
+            return Err(Error::DbsFull { max: self.opts.max_dbs });
+        }
+        g.push(DbInfo { name: Some(name.to_string()), flags, cmp: cmp_for(flags) });
+        Ok(Database { idx: (g.len() - 1) as u32, env_id: self.id })
+    }
+
+    pub(crate) fn put_writer(&self, ws: WriterState) {
+        let mut g = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        *g = Some(ws);
+        drop(g);
+        self.writer_cv.notify_one();
+    }
+}

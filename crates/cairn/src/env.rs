@@ -1,0 +1,566 @@
+//! The environment: options, opening (creation and crash recovery), and the state that lives
+//! as long as the open file: storage, reader table, writer state, database registry.
+//!
+//! Recovery (docs/design.md, "Opening after a crash"): read the three meta slots, try valid
+//! ones newest first, and take the first whose written pages all verify (number, writer,
+//! checksum). Work is bounded by what the last commits wrote, never by the file's size.
+
+use crate::alloc::{self, FreeState};
+use crate::btree::cursor::Position;
+use crate::error::{Error, Result};
+use crate::format::{self, DbRecord, KeyCmp, Meta, MetaSlot, WrittenRun, META_SLOTS, SECTOR};
+use crate::shared::Shared;
+use crate::storage::{FileStorage, Storage};
+use crate::txn::{RoTxn, RwTxn, Snapshot};
+use crate::DbFlags;
+use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+
+/// When commits reach the disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Every commit is flushed (one fdatasync) before `commit` returns.
+    #[default]
+    Durable,
+    /// Commits are not flushed; a power loss may lose the latest commits but never corrupts
+    /// the file: pages of the last flushed commit are kept until the next flush.
+    Lazy,
+}
+
+/// Options for opening an environment (see [`Env::options`]).
+#[derive(Clone, Debug)]
+pub struct EnvOptions {
+    pub(crate) page_size: usize,
+    pub(crate) max_dbs: u32,
+    pub(crate) max_readers: u32,
+    pub(crate) max_size: Option<u64>,
+    pub(crate) initial_size: u64,
+    pub(crate) durability: Durability,
+    pub(crate) read_only: bool,
+    pub(crate) no_subdir: Option<bool>,
+    pub(crate) sync_bytes: Option<u64>,
+    pub(crate) reserve: u64,
+}
+
+impl Default for EnvOptions {
+    fn default() -> Self {
+        EnvOptions {
+            page_size: 4096,
+            max_dbs: 128,
+            max_readers: 126,
+            max_size: None,
+            initial_size: 0,
+            durability: Durability::Durable,
+            read_only: false,
+            no_subdir: None,
+            sync_bytes: None,
+            reserve: 1 << 40,
+        }
+    }
+}
+
+impl EnvOptions {
+    /// Page size of a new file: a power of two from 4 KiB to 64 KiB (default 4 KiB).
+    pub fn page_size(mut self, n: usize) -> Self {
+        self.page_size = n;
+        self
+    }
+    /// Largest number of named databases (default 128).
+    pub fn max_dbs(mut self, n: u32) -> Self {
+        self.max_dbs = n;
+        self
+    }
+    /// Reader table size (default 126).
+    pub fn max_readers(mut self, n: u32) -> Self {
+        self.max_readers = n;
+        self
+    }
+    /// Upper limit of the file size; past it writes fail with [`Error::MapFull`]. No limit by
+    /// default: the file grows as needed.
+    pub fn max_size(mut self, bytes: Option<u64>) -> Self {
+        self.max_size = bytes;
+        self
+    }
+    /// Size the file is grown to at creation.
+    pub fn initial_size(mut self, bytes: u64) -> Self {
+        self.initial_size = bytes;
+        self
+    }
+    /// Durability mode (default [`Durability::Durable`]).
+    pub fn durability(mut self, d: Durability) -> Self {
+        self.durability = d;
+        self
+    }
+    /// In lazy mode, flush automatically once this many bytes were written since the last flush.
+    pub fn sync_every_bytes(mut self, bytes: Option<u64>) -> Self {
+        self.sync_bytes = bytes;
+        self
+    }
+    /// Opens read-only: no write transaction can begin.
+    pub fn read_only(mut self, yes: bool) -> Self {
+        self.read_only = yes;
+        self
+    }
+    /// Whether the path names the data file itself (true) or a directory holding it (false).
+    /// By default an existing regular file is opened as the data file, anything else as a
+    /// directory.
+    pub fn no_subdir(mut self, yes: bool) -> Self {
+        self.no_subdir = Some(yes);
+        self
+    }
+    /// Address space reserved for the map (default 1 TiB); the file can never grow past it.
+    pub fn map_reserve(mut self, bytes: u64) -> Self {
+        self.reserve = bytes;
+        self
+    }
+
+    /// Opens (or creates) the environment at `path`.
+    pub fn open(self, path: impl AsRef<Path>) -> Result<Env> {
+        let path = path.as_ref();
+        let subdir = match self.no_subdir {
+            Some(n) => !n,
+            None => !path.is_file(),
+        };
+        let (data, lock) = if subdir {
+            if !self.read_only {
+                std::fs::create_dir_all(path)
+                    .map_err(|e| Error::io(format!("creating directory {}", path.display()), e))?;
+            }
+            (path.join("data.cairn"), path.join("lock.cairn"))
+        } else {
+            let mut l = path.as_os_str().to_owned();
+            l.push("-lock");
+            (path.to_path_buf(), PathBuf::from(l))
+        };
+        let file = OpenOptions::new()
+            .read(true)
+            .write(!self.read_only)
+            .create(!self.read_only)
+            .truncate(false)
+            .open(&data)
+            .map_err(|e| Error::io(format!("opening {}", data.display()), e))?;
+        let lock_file = crate::lock::LockFile::open(&lock, self.read_only)?;
+        let reserve = self.max_size.map_or(self.reserve, |m| m.min(self.reserve).max(1 << 20));
+        let storage = FileStorage::new(file, data.display().to_string(), reserve)?;
+        let mut env = Env::with_storage(Box::new(storage), self)?;
+        Arc::get_mut(&mut env.inner).expect("fresh").lock = Some(lock_file);
+        Arc::get_mut(&mut env.inner).expect("fresh").path = Some(path.to_path_buf());
+        Ok(env)
+    }
+}
+
+/// Per-database settings registered in the environment.
+#[derive(Clone, Debug)]
+pub(crate) struct DbInfo {
+    pub name: Option<String>,
+    pub flags: DbFlags,
+    pub cmp: KeyCmp,
+}
+
+/// What the writer keeps between transactions.
+pub(crate) struct WriterState {
+    pub free: FreeState,
+    pub meta: Meta,
+    pub next_txnid: u64,
+    pub slots: [u64; META_SLOTS],
+    pub steady: u64,
+    pub unsynced: BTreeMap<u64, (u64, u64)>,
+    pub unsynced_bytes: u64,
+    pub pool: Vec<Box<[u8]>>,
+}
+
+pub(crate) struct EnvInner {
+    pub storage: Box<dyn Storage>,
+    pub page_size: usize,
+    pub opts: EnvOptions,
+    pub shared: Shared,
+    pub writer: Mutex<Option<WriterState>>,
+    pub writer_cv: Condvar,
+    pub dbs: RwLock<Vec<DbInfo>>,
+    pub id: u64,
+    pub poisoned: AtomicBool,
+    pub lock: Option<crate::lock::LockFile>,
+    pub path: Option<PathBuf>,
+    pub pid: u32,
+}
+
+/// An open database environment: one file, its named databases, its transactions. Cheap to
+/// clone; every clone is the same environment.
+#[derive(Clone)]
+pub struct Env {
+    pub(crate) inner: Arc<EnvInner>,
+}
+
+/// Environment figures (see [`Env::info`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnvInfo {
+    /// Page size.
+    pub page_size: usize,
+    /// Bytes of the data file.
+    pub file_size: u64,
+    /// Upper size limit, if any.
+    pub max_size: Option<u64>,
+    /// Last page in use.
+    pub last_pgno: u64,
+    /// Last committed transaction.
+    pub last_txnid: u64,
+    /// Readers holding a snapshot now.
+    pub readers: usize,
+    /// Reader table size.
+    pub max_readers: usize,
+    /// Pages reusable now.
+    pub free_pages: u64,
+    /// Pages freed but still visible to a snapshot.
+    pub pending_pages: u64,
+}
+
+static ENV_IDS: AtomicU64 = AtomicU64::new(1);
+
+impl Env {
+    /// Options for opening an environment.
+    pub fn options() -> EnvOptions {
+        EnvOptions::default()
+    }
+
+    /// Opens (or creates) an environment at `path` with default options.
+    pub fn open(path: impl AsRef<Path>) -> Result<Env> {
+        EnvOptions::default().open(path)
+    }
+
+    /// Opens an environment over a given storage (the simulator, in crash tests).
+    pub fn with_storage(storage: Box<dyn Storage>, opts: EnvOptions) -> Result<Env> {
+        if !format::valid_page_size(opts.page_size) {
+            return Err(Error::Invalid(format!(
+                "page size {} (a power of two from 4096 to 65536)",
+                opts.page_size
+            )));
+        }
+        if opts.max_readers == 0 || opts.max_readers > 1 << 20 {
+            return Err(Error::Invalid(format!("max_readers {}", opts.max_readers)));
+        }
+        let (meta, slots) = if storage.is_empty() {
+            if opts.read_only {
+                return Err(Error::Invalid("cannot create a database read-only".into()));
+            }
+            create(&*storage, &opts)?
+        } else {
+            recover(&*storage)?
+        };
+        let page_size = meta.page_size as usize;
+        let mut free = FreeState::default();
+        load_free(&*storage, &meta, &mut free)?;
+        let steady = if meta.is_steady() { meta.txnid } else { meta.last_steady };
+        // No reader exists yet: only the last steady commit (lazy mode) pins pages. The runs
+        // released here stay dirty, so the first commit persists them.
+        let pins: Vec<u64> = if steady < meta.txnid { vec![steady] } else { Vec::new() };
+        free.release(&pins);
+        free.forget_undo();
+        let next_txnid = slots.iter().copied().max().unwrap_or(0).max(meta.txnid) + 1;
+        let shared = Shared::new(opts.max_readers as usize, &meta);
+        storage.advise_random();
+        let ws = WriterState {
+            free,
+            meta,
+            next_txnid,
+            slots,
+            steady,
+            unsynced: BTreeMap::new(),
+            unsynced_bytes: 0,
+            pool: Vec::new(),
+        };
+        let main = DbInfo { name: None, flags: DbFlags::empty(), cmp: KeyCmp::Bytes };
+        let env = Env {
+            inner: Arc::new(EnvInner {
+                storage,
+                page_size,
+                opts,
+                shared,
+                writer: Mutex::new(Some(ws)),
+                writer_cv: Condvar::new(),
+                dbs: RwLock::new(vec![main]),
+                id: ENV_IDS.fetch_add(1, Ordering::Relaxed),
+                poisoned: AtomicBool::new(false),
+                lock: None,
+                path: None,
+                pid: std::process::id(),
+            }),
+        };
+        // The main database's flags are stored in its record.
+        let rec = env.inner.shared_meta_main()?;
+        env.inner.dbs.write().unwrap_or_else(|p| p.into_inner())[0].flags = DbFlags::from_bits_retain(u32::from(rec.flags));
+        env.inner.dbs.write().unwrap_or_else(|p| p.into_inner())[0].cmp = crate::db::cmp_for(DbFlags::from_bits_retain(u32::from(rec.flags)));
+        Ok(env)
+    }
+
+    /// Begins a read transaction: a consistent snapshot, never blocked, never blocking.
+    pub fn read_txn(&self) -> Result<RoTxn<'_>> {
+        self.inner.check_usable()?;
+        RoTxn::begin(self)
+    }
+
+    /// Begins a write transaction, waiting while another one is open.
+    pub fn write_txn(&self) -> Result<RwTxn<'_>> {
+        self.inner.check_usable()?;
+        if self.inner.opts.read_only {
+            return Err(Error::ReadOnly);
+        }
+        RwTxn::begin(self)
+    }
+
+    /// The unnamed main database.
+    pub fn main_db(&self) -> crate::Database {
+        crate::Database { idx: 0, env_id: self.inner.id }
+    }
+
+    /// Flushes every commit made so far to the disk (useful in [`Durability::Lazy`] mode).
+    pub fn sync(&self) -> Result<()> {
+        let txn = self.write_txn()?;
+        txn.commit_steady()
+    }
+
+    /// Environment figures.
+    pub fn info(&self) -> Result<EnvInfo> {
+        let r = self.read_txn()?;
+        let (readers, max) = self.inner.shared.reader_counts();
+        let (free_pages, pending_pages) = {
+            let g = self.inner.writer.lock().unwrap_or_else(|p| p.into_inner());
+            g.as_ref().map_or((0, 0), |w| (w.free.reusable_pages(), w.free.pending_pages()))
+        };
+        Ok(EnvInfo {
+            page_size: self.inner.page_size,
+            file_size: self.inner.storage.len(),
+            max_size: self.inner.opts.max_size,
+            last_pgno: r.snapshot().meta.npages - 1,
+            last_txnid: r.snapshot().meta.txnid,
+            readers: readers.saturating_sub(1),
+            max_readers: max,
+            free_pages,
+            pending_pages,
+        })
+    }
+
+    /// Page size of the file.
+    pub fn page_size(&self) -> usize {
+        self.inner.page_size
+    }
+
+    /// Largest key accepted.
+    pub fn max_key_size(&self) -> usize {
+        format::max_key_size(self.inner.page_size)
+    }
+
+    /// The path given at open, if opened from a path.
+    pub fn path(&self) -> Option<&Path> {
+        self.inner.path.as_deref()
+    }
+
+    /// Whether the environment was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.inner.opts.read_only
+    }
+
+    /// The durability mode.
+    pub fn durability(&self) -> Durability {
+        self.inner.opts.durability
+    }
+}
+
+impl EnvInner {
+    pub(crate) fn check_usable(&self) -> Result<()> {
+        if self.poisoned.load(Ordering::Relaxed) {
+            return Err(Error::Poisoned);
+        }
+        if std::process::id() != self.pid {
+            return Err(Error::Forked);
+        }
+        Ok(())
+    }
+
+    fn shared_meta_main(&self) -> Result<DbRecord> {
+        let (slot, meta) = self.shared.begin_read()?;
+        self.shared.end_read(slot);
+        Ok(meta.main)
+    }
+}
+
+/// Writes the first commit of a new file.
+fn create(storage: &dyn Storage, opts: &EnvOptions) -> Result<(Meta, [u64; META_SLOTS])> {
+    let ps = opts.page_size;
+    let meta = Meta {
+        page_size: ps as u32,
+        txnid: 1,
+        flags: format::MF_STEADY,
+        npages: 1,
+        last_steady: 1,
+        run_count: 0,
+        list_head: 0,
+        main: DbRecord::default(),
+        catalog: DbRecord::default(),
+        free: DbRecord::default(),
+        inline_runs: Vec::new(),
+    };
+    let initial = opts.initial_size.max(ps as u64).div_ceil(ps as u64) * ps as u64;
+    if let Some(max) = opts.max_size {
+        if initial > max {
+            return Err(Error::MapFull { limit: max });
+        }
+    }
+    storage.grow(initial)?;
+    let mut page0 = vec![0u8; ps];
+    page0[..SECTOR].copy_from_slice(&meta.encode());
+    storage.write_at(0, &[&page0])?;
+    storage.sync()?;
+    Ok((meta, [1, 0, 0]))
+}
+
+/// Picks the newest commit that verifies; returns it and the txnid held by each slot.
+fn recover(storage: &dyn Storage) -> Result<(Meta, [u64; META_SLOTS])> {
+    let len = storage.len();
+    let mut head = vec![0u8; (META_SLOTS * SECTOR).min(len as usize)];
+    storage.read_at(0, &mut head)?;
+    if len < (META_SLOTS * SECTOR) as u64 {
+        return Err(if format::has_magic(&head) {
+            Error::corrupted(format!("file of {len} bytes is truncated"))
+        } else {
+            Error::NotCairn { path: "data file".into() }
+        });
+    }
+    let mut valid = Vec::new();
+    let mut slots = [0u64; META_SLOTS];
+    let mut damage = Vec::new();
+    let mut foreign = 0;
+    for (i, slot) in slots.iter_mut().enumerate() {
+        match Meta::decode(&head[i * SECTOR..(i + 1) * SECTOR]) {
+            MetaSlot::Valid(m) => {
+                *slot = m.txnid;
+                valid.push(m);
+            }
+            MetaSlot::Damaged(why) => damage.push(format!("slot {i}: {why}")),
+            MetaSlot::Foreign => foreign += 1,
+        }
+    }
+    if foreign == META_SLOTS {
+        return Err(Error::NotCairn { path: "data file".into() });
+    }
+    if valid.is_empty() {
+        // A version mismatch is reported as such.
+        let v = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
+        if v != format::FORMAT_VERSION && format::has_magic(&head) {
+            return Err(Error::VersionMismatch { found: v, supported: format::FORMAT_VERSION });
+        }
+        return Err(Error::corrupted(format!("no valid commit record ({})", damage.join("; "))));
+    }
+    valid.sort_by_key(|m| std::cmp::Reverse(m.txnid));
+    let ps = valid[0].page_size;
+    let mut reasons = Vec::new();
+    for m in &valid {
+        if m.page_size != ps {
+            reasons.push(format!("commit {}: page size differs", m.txnid));
+            continue;
+        }
+        match verify_commit(storage, m) {
+            Ok(()) => return Ok((m.clone(), slots)),
+            Err(e) => reasons.push(format!("commit {}: {e}", m.txnid)),
+        }
+    }
+    Err(Error::corrupted(format!("no commit verifies: {}", reasons.join("; "))))
+}
+
+/// Verifies that every page a commit wrote reached the disk whole.
+pub(crate) fn verify_commit(storage: &dyn Storage, m: &Meta) -> Result<()> {
+    let ps = m.page_size as u64;
+    if m.npages.checked_mul(ps).is_none_or(|end| end > storage.len()) {
+        return Err(Error::corrupted(format!("{} pages do not fit in the file", m.npages)));
+    }
+    for r in written_runs(storage, m)? {
+        let end = r.start.saturating_add(u64::from(r.len));
+        if r.len == 0 || r.start == 0 || end > m.npages {
+            return Err(Error::corrupted(format!("written run {}+{} out of range", r.start, r.len)));
+        }
+        // A run holds whole pages and overflow runs back to back; each is verified alone.
+        let mut p = r.start;
+        while p < end {
+            let id = format::page_id(storage.bytes(p * ps, format::PAGE_FIELDS)?)?;
+            if id.span == 0 || p + id.span > end {
+                return Err(Error::corrupted(format!("page {p}: span {} leaves its run", id.span)));
+            }
+            let b = storage.bytes(p * ps, (id.span * ps) as usize)?;
+            format::verify_page(b, p, Some(r.txnid))?;
+            p += id.span;
+        }
+    }
+    Ok(())
+}
+
+/// The runs a commit lists, verifying its list pages on the way.
+pub(crate) fn written_runs(storage: &dyn Storage, m: &Meta) -> Result<Vec<WrittenRun>> {
+    if m.list_head == 0 {
+        return Ok(m.inline_runs.clone());
+    }
+    let ps = m.page_size as u64;
+    let mut out = Vec::new();
+    let mut pg = m.list_head;
+    // Bounded by the snapshot's page count: a cycle ends in an error.
+    for _ in 0..m.npages {
+        if pg == 0 {
+            break;
+        }
+        if pg >= m.npages {
+            return Err(Error::corrupted(format!("list page {pg} out of range")));
+        }
+        let b = storage.bytes(pg * ps, ps as usize)?;
+        format::verify_page(b, pg, Some(m.txnid))?;
+        let (runs, next) = format::read_list_page(b)?;
+        out.extend(runs);
+        pg = next;
+    }
+    if out.len() != m.run_count as usize || pg != 0 {
+        return Err(Error::corrupted("commit list does not match its count"));
+    }
+    Ok(out)
+}
+
+/// List pages of a commit (freed by the next commit).
+pub(crate) fn list_pages(storage: &dyn Storage, m: &Meta) -> Result<Vec<u64>> {
+    let ps = m.page_size as u64;
+    let mut out = Vec::new();
+    let mut pg = m.list_head;
+    while pg != 0 {
+        if out.len() as u64 >= m.npages || pg >= m.npages {
+            return Err(Error::corrupted("commit list chain"));
+        }
+        out.push(pg);
+        let b = storage.bytes(pg * ps, ps as usize)?;
+        pg = format::read_list_page(b)?.1;
+    }
+    Ok(out)
+}
+
+/// Loads the free tree of a commit.
+fn load_free(storage: &dyn Storage, meta: &Meta, free: &mut FreeState) -> Result<()> {
+    let snap = Snapshot { storage, meta: meta.clone() };
+    let mut pos = Position::new();
+    let mut more = pos.first(&snap, &meta.free)?;
+    let mut n = 0u64;
+    while more {
+        let (k, v) = pos.current(&snap)?.ok_or_else(|| Error::corrupted("free tree cursor"))?;
+        let start = alloc::decode_run_key(k).ok_or_else(|| Error::corrupted("free tree key"))?;
+        let run = alloc::Run::decode(v).ok_or_else(|| Error::corrupted("free tree value"))?;
+        if run.len == 0 || start == 0 || start.checked_add(run.len).is_none_or(|e| e > meta.npages) {
+            return Err(Error::corrupted(format!("free run {start}+{} out of range", run.len)));
+        }
+        if free.overlaps(start, run.len) {
+            return Err(Error::corrupted(format!("free run {start} overlaps another")));
+        }
+        free.load(start, run);
+        n += 1;
+        if n > meta.npages {
+            return Err(Error::corrupted("free tree has more runs than pages"));
+        }
+        more = pos.next(&snap)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,127 @@
+//! Errors. One enum for the whole engine: every binding (C codes, Python exceptions) maps its
+//! variants one to one, so a variant is added rather than a message reworded.
+
+use std::io;
+
+/// Everything that can go wrong in Cairn.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system call failed; `op` says which and on what.
+    #[error("I/O error while {op}: {source}")]
+    Io {
+        /// What was being done, with its object ("writing pages to data.cairn").
+        op: String,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The file is not a Cairn database at all (wrong magic).
+    #[error("{path}: not a Cairn database (no Cairn header found)")]
+    NotCairn {
+        /// The file that was opened.
+        path: String,
+    },
+    /// The file is a Cairn database of a format this build does not read.
+    #[error("unsupported file format version {found} (this build reads version {supported})")]
+    VersionMismatch {
+        /// Version in the file.
+        found: u32,
+        /// Version this build reads and writes.
+        supported: u32,
+    },
+    /// The file's contents contradict themselves: a checksum, a bound or an order is wrong.
+    #[error("database corrupted: {what}")]
+    Corrupted {
+        /// What was found, and where (page number, field).
+        what: String,
+    },
+    /// NOOVERWRITE was given and the key exists.
+    #[error("key already exists")]
+    KeyExists,
+    /// A named database asked for without CREATE does not exist.
+    #[error("database {name:?} not found")]
+    DbNotFound {
+        /// The name asked for.
+        name: String,
+    },
+    /// A key is longer than the page size allows, or empty where that is not allowed.
+    #[error("key of {len} bytes is too long (at most {max} bytes with this page size)")]
+    KeyTooLarge {
+        /// Length given.
+        len: usize,
+        /// Largest allowed.
+        max: usize,
+    },
+    /// A value is larger than Cairn stores (2 GiB).
+    #[error("value of {len} bytes is too large (at most {max} bytes)")]
+    ValueTooLarge {
+        /// Length given.
+        len: usize,
+        /// Largest allowed.
+        max: usize,
+    },
+    /// An INTEGERKEY database was given a key that is not a 4- or 8-byte integer.
+    #[error("integer key must be 4 or 8 bytes, got {len}")]
+    BadIntegerKey {
+        /// Length given.
+        len: usize,
+    },
+    /// APPEND was given and the key is not greater than the last key of the database.
+    #[error("APPEND: key is not greater than the last key of the database")]
+    AppendOrder,
+    /// The size limit set by the user was reached.
+    #[error("database full: the file would exceed its size limit of {limit} bytes (raise it with EnvOptions::max_size)")]
+    MapFull {
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// More named databases than `max_dbs` allows.
+    #[error("too many named databases: the limit is {max} (raise it with EnvOptions::max_dbs)")]
+    DbsFull {
+        /// The limit.
+        max: u32,
+    },
+    /// Every slot of the reader table is taken.
+    #[error("reader table full: all {max} slots are in use (raise it with EnvOptions::max_readers)")]
+    ReadersFull {
+        /// The limit.
+        max: u32,
+    },
+    /// The database handle does not belong to this environment or was deleted.
+    #[error("invalid database handle")]
+    BadDbi,
+    /// A write was attempted in a read-only environment or transaction.
+    #[error("environment is read-only")]
+    ReadOnly,
+    /// A database was opened with flags that contradict how it was created.
+    #[error("database flags do not match: created with {existing:#x}, opened with {requested:#x}")]
+    Incompatible {
+        /// Flags stored in the file.
+        existing: u32,
+        /// Flags asked for.
+        requested: u32,
+    },
+    /// An option or argument is out of range.
+    #[error("invalid argument: {0}")]
+    Invalid(String),
+    /// An earlier fatal I/O error left the environment in an unknown state; reopen it.
+    #[error("environment unusable after an earlier fatal error; reopen it")]
+    Poisoned,
+    /// The environment was used in a child process after fork().
+    #[error("environment used after fork(): open it again in the child process")]
+    Forked,
+}
+
+/// Cairn's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(op: impl Into<String>, source: io::Error) -> Error {
+        Error::Io { op: op.into(), source }
+    }
+
+    pub(crate) fn corrupted(what: impl Into<String>) -> Error {
+        Error::Corrupted { what: what.into() }
+    }
+}

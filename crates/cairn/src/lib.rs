@@ -1,0 +1,48 @@
+//! # Cairn
+//!
+//! An embedded, transactional, ordered key-value store in one file: a copy-on-write B+tree
+//! read through a memory map, in the family of LMDB and libmdbx.
+//!
+//! - Read transactions see one snapshot, never block and never copy: [`RoTxn::get`] returns a
+//!   slice into the map, valid for the transaction's life.
+//! - One write transaction at a time; [`RwTxn::commit`] is atomic and, in
+//!   [`Durability::Durable`] mode, costs one flush. A crash at any instant leaves the last
+//!   committed state; recovery checks only what the last commit wrote.
+//! - Named databases, integer and reverse key orders, cursors, range iterators, nested
+//!   transactions, a checker and hot copies.
+//!
+//! ```
+//! use cairn::{Env, PutFlags};
+//! let dir = tempfile::tempdir()?;
+//! let env = Env::open(dir.path())?;
+//! let db = env.main_db();
+//! let mut w = env.write_txn()?;
+//! w.put(db, b"hello", b"world", PutFlags::empty())?;
+//! w.commit()?;
+//! let r = env.read_txn()?;
+//! assert_eq!(r.get(db, b"hello")?, Some(&b"world"[..]));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![warn(missing_docs)]
+
+mod alloc;
+pub mod btree;
+pub mod check;
+mod commit;
+mod copy;
+mod cursor;
+mod db;
+mod env;
+mod error;
+pub mod format;
+mod lock;
+mod os;
+mod shared;
+pub mod storage;
+mod txn;
+
+pub use cursor::{Cursor, CursorMut, Iter};
+pub use db::{Database, DbFlags, PutFlags, Stat};
+pub use env::{Durability, Env, EnvInfo, EnvOptions};
+pub use error::{Error, Result};
+pub use txn::{Nested, RoTxn, RwTxn};

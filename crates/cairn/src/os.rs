@@ -1,0 +1,184 @@
+//! The OS layer: memory maps and the raw calls around them. Every `unsafe` block of the
+//! storage path lives here; each cites its argument in docs/safety.md.
+//!
+//! Invariants:
+//! - A `Map` reserves its whole address range once, at creation, and never moves or shrinks it
+//!   while it lives, so a slice handed out from it stays at the same address.
+//! - A `Map` over a file is read-only (PROT_READ): no stray pointer write can reach the file.
+//! - `Map::slice` is called only for ranges below the file's current length (the engine checks
+//!   page numbers against its snapshot, whose pages are all below the length).
+
+use crate::error::{Error, Result};
+use std::fs::File;
+use std::os::unix::io::AsRawFd;
+
+/// A reserved range of address space, read-only over a file or writable anonymous memory.
+pub struct Map {
+    ptr: *mut u8,
+    len: usize,
+    writable: bool,
+}
+
+// SAFETY: see docs/safety.md §1. The map is plain memory; shared access is governed by the
+// page-lifetime invariant (no page visible to a snapshot is ever written).
+unsafe impl Send for Map {}
+// SAFETY: see docs/safety.md §1.
+unsafe impl Sync for Map {}
+
+impl Map {
+    /// Maps `len` bytes of `file` read-only and shared. `len` may exceed the file's length:
+    /// the range is only reserved there, and the engine never reads past the file's end.
+    pub fn file(file: &File, len: usize) -> Result<Map> {
+        // SAFETY: docs/safety.md §1: a fresh mapping at an address the kernel picks; no
+        // existing memory is affected. The result is checked before use.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED | libc::MAP_NORESERVE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(Error::io("mapping the data file", std::io::Error::last_os_error()));
+        }
+        Ok(Map { ptr: ptr.cast(), len, writable: false })
+    }
+
+    /// Reserves `len` bytes of zeroed anonymous memory (the simulated storage's volatile image).
+    pub fn anonymous(len: usize) -> Result<Map> {
+        // SAFETY: docs/safety.md §1: a fresh private anonymous mapping; checked before use.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(Error::io("reserving memory", std::io::Error::last_os_error()));
+        }
+        Ok(Map { ptr: ptr.cast(), len, writable: true })
+    }
+
+    /// Length of the reservation.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Bytes `[off, off + len)` of the map. Panics if the range leaves the reservation.
+    /// The caller guarantees the range is below the file's length (docs/safety.md §2).
+    #[inline]
+    pub fn slice(&self, off: usize, len: usize) -> &[u8] {
+        assert!(off.checked_add(len).is_some_and(|end| end <= self.len), "map range");
+        // SAFETY: docs/safety.md §2: in bounds of the live reservation (asserted); the memory
+        // is initialised (file-backed or zeroed anonymous); no write reaches a range while a
+        // slice of it is alive, by the page-lifetime invariant.
+        unsafe { std::slice::from_raw_parts(self.ptr.add(off), len) }
+    }
+
+    /// Copies `data` into an anonymous map at `off`.
+    pub fn write(&self, off: usize, data: &[u8]) {
+        assert!(self.writable, "write to a read-only map");
+        assert!(off.checked_add(data.len()).is_some_and(|end| end <= self.len), "map range");
+        // SAFETY: docs/safety.md §3: in bounds and writable (asserted); the target range holds
+        // no page visible to any snapshot, so no live slice overlaps it.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(off), data.len()) }
+    }
+
+    /// Zeroes `[off, off + len)` of an anonymous map (a simulated truncation).
+    pub fn zero(&self, off: usize, len: usize) {
+        assert!(self.writable, "write to a read-only map");
+        assert!(off.checked_add(len).is_some_and(|end| end <= self.len), "map range");
+        // SAFETY: docs/safety.md §3, as for `write`.
+        unsafe { std::ptr::write_bytes(self.ptr.add(off), 0, len) }
+    }
+
+    /// Advises the kernel that access is random (no read-ahead), for databases past RAM.
+    pub fn advise_random(&self) {
+        // SAFETY: docs/safety.md §1: advice on our own live mapping; failure is harmless.
+        unsafe {
+            libc::madvise(self.ptr.cast(), self.len, libc::MADV_RANDOM);
+        }
+    }
+}
+
+impl Drop for Map {
+    fn drop(&mut self) {
+        // SAFETY: docs/safety.md §1: unmaps exactly the range mapped at creation; no slice
+        // outlives the Map because every slice borrows it.
+        unsafe {
+            libc::munmap(self.ptr.cast(), self.len);
+        }
+    }
+}
+
+/// Writes all of `bufs` at `off`, looping over short writes.
+pub fn pwritev_all(file: &File, mut off: u64, bufs: &[&[u8]]) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    // Group up to IOV_MAX buffers per call; fall back to pwrite on short vectored writes.
+    let mut i = 0;
+    while i < bufs.len() {
+        let group = &bufs[i..bufs.len().min(i + 512)];
+        let iov: Vec<libc::iovec> = group
+            .iter()
+            .map(|b| libc::iovec { iov_base: b.as_ptr() as *mut libc::c_void, iov_len: b.len() })
+            .collect();
+        let total: usize = group.iter().map(|b| b.len()).sum();
+        // SAFETY: docs/safety.md §4: every iovec points into a live borrowed buffer of the
+        // stated length; pwritev only reads them.
+        let n = unsafe {
+            libc::pwritev(file.as_raw_fd(), iov.as_ptr(), iov.len() as libc::c_int, off as libc::off_t)
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        let n = n as usize;
+        if n < total {
+            // Finish the group byte-exactly with pwrite.
+            let mut skip = n;
+            let mut o = off + n as u64;
+            for b in group {
+                if skip >= b.len() {
+                    skip -= b.len();
+                    continue;
+                }
+                file.write_all_at(&b[skip..], o)?;
+                o += (b.len() - skip) as u64;
+                skip = 0;
+            }
+        }
+        off += total as u64;
+        i += group.len();
+    }
+    Ok(())
+}
+
+/// fdatasync.
+pub fn datasync(file: &File) -> std::io::Result<()> {
+    file.sync_data()
+}
+
+/// Allocates disk blocks for `[off, off + len)` so later writes there need no block
+/// allocation at flush time; falls back to extending the length where unsupported.
+pub fn preallocate(file: &File, off: u64, len: u64) -> std::io::Result<()> {
+    // SAFETY: docs/safety.md §4: fallocate on our own descriptor with plain integers.
+    let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, off as libc::off_t, len as libc::off_t) };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
+        return file.set_len(off + len);
+    }
+    Err(e)
+}

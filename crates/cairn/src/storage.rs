@@ -1,0 +1,418 @@
+//! The storage seam: every byte the engine writes, every flush and every change of length
+//! passes through [`Storage`]. The real file and the fault-injecting simulator implement it;
+//! crash tests swap one for the other.
+//!
+//! Invariants:
+//! - `bytes(off, len)` only succeeds for ranges below `len()`: a read past the end of the file
+//!   through the map would fault, so the range is checked here, once, for every page access.
+//! - Data written by `write_at` is visible to `bytes` at once (the map is coherent with writes);
+//!   it is durable only after `sync` returns.
+
+use crate::error::{Error, Result};
+use crate::os::{self, Map};
+use std::fs::File;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Where the data file's bytes live. Sealed: the engine relies on the exact guarantees above.
+pub trait Storage: Send + Sync + private::Sealed {
+    /// Bytes `[off, off + len)`, which must lie below the current length.
+    fn bytes(&self, off: u64, len: usize) -> Result<&[u8]>;
+    /// Current length in bytes.
+    fn len(&self) -> u64;
+    /// Whether the storage holds no bytes at all (a new file).
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Grows to `new_len` bytes, allocating blocks so that later writes are in place.
+    fn grow(&self, new_len: u64) -> Result<()>;
+    /// Shrinks to `new_len` bytes.
+    fn truncate(&self, new_len: u64) -> Result<()>;
+    /// Writes `bufs` one after another starting at `off`.
+    fn write_at(&self, off: u64, bufs: &[&[u8]]) -> Result<()>;
+    /// Copies bytes out (for the meta slots, which are rewritten while mapped).
+    fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()>;
+    /// Makes everything written so far durable (fdatasync).
+    fn sync(&self) -> Result<()>;
+    /// Size of the address range reserved for the map.
+    fn reserved(&self) -> u64;
+    /// Advises random access.
+    fn advise_random(&self) {}
+}
+
+mod private {
+    pub trait Sealed {}
+    impl Sealed for super::FileStorage {}
+    impl Sealed for super::SimStorage {}
+}
+
+/// The data file: written with pwrite, read through a shared read-only map.
+pub struct FileStorage {
+    file: File,
+    map: Map,
+    len: AtomicU64,
+    name: String,
+}
+
+impl FileStorage {
+    /// Wraps an open data file, reserving `reserve` bytes of address space for its map.
+    pub fn new(file: File, name: String, reserve: u64) -> Result<FileStorage> {
+        let len = file.metadata().map_err(|e| Error::io(format!("reading the size of {name}"), e))?.len();
+        let reserve = reserve.max(len);
+        let map = Map::file(&file, reserve as usize)?;
+        Ok(FileStorage { file, map, len: AtomicU64::new(len), name })
+    }
+
+    /// The open file.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    fn refresh_len(&self) -> u64 {
+        // Another process may have grown the file (it only grows under the writer lock, and
+        // shrinks only past every page a live snapshot can reach).
+        let len = self.file.metadata().map(|m| m.len()).unwrap_or(0);
+        self.len.store(len, Ordering::Release);
+        len
+    }
+}
+
+impl Storage for FileStorage {
+    #[inline]
+    fn bytes(&self, off: u64, len: usize) -> Result<&[u8]> {
+        let end = off.checked_add(len as u64).ok_or_else(|| Error::corrupted("page offset overflows"))?;
+        if end > self.len.load(Ordering::Acquire) && end > self.refresh_len() {
+            return Err(Error::corrupted(format!(
+                "{}: read of bytes {off}..{end} past the end of the file",
+                self.name
+            )));
+        }
+        if end > self.map.len() as u64 {
+            return Err(Error::corrupted(format!("{}: read past the mapped range", self.name)));
+        }
+        Ok(self.map.slice(off as usize, len))
+    }
+
+    fn len(&self) -> u64 {
+        self.len.load(Ordering::Acquire)
+    }
+
+    fn grow(&self, new_len: u64) -> Result<()> {
+        let cur = self.refresh_len();
+        if new_len <= cur {
+            return Ok(());
+        }
+        if new_len > self.map.len() as u64 {
+            return Err(Error::Invalid(format!(
+                "file would grow to {new_len} bytes, past the {} bytes reserved for its map",
+                self.map.len()
+            )));
+        }
+        os::preallocate(&self.file, cur, new_len - cur)
+            .map_err(|e| Error::io(format!("growing {} to {new_len} bytes", self.name), e))?;
+        self.len.store(new_len, Ordering::Release);
+        Ok(())
+    }
+
+    fn truncate(&self, new_len: u64) -> Result<()> {
+        self.file
+            .set_len(new_len)
+            .map_err(|e| Error::io(format!("shrinking {} to {new_len} bytes", self.name), e))?;
+        self.len.store(new_len, Ordering::Release);
+        Ok(())
+    }
+
+    fn write_at(&self, off: u64, bufs: &[&[u8]]) -> Result<()> {
+        os::pwritev_all(&self.file, off, bufs)
+            .map_err(|e| Error::io(format!("writing to {} at offset {off}", self.name), e))
+    }
+
+    fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        self.file
+            .read_exact_at(buf, off)
+            .map_err(|e| Error::io(format!("reading {} at offset {off}", self.name), e))
+    }
+
+    fn sync(&self) -> Result<()> {
+        os::datasync(&self.file).map_err(|e| Error::io(format!("flushing {}", self.name), e))
+    }
+
+    fn reserved(&self) -> u64 {
+        self.map.len() as u64
+    }
+
+    fn advise_random(&self) {
+        self.map.advise_random();
+    }
+}
+
+/// What a simulated crash does to each write that was not yet flushed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashMode {
+    /// Each unsynced write is dropped, kept, or torn (each 512-byte sector kept or dropped),
+    /// chosen at random: a power loss.
+    PowerLoss,
+    /// Every write reaches the disk: a process crash (the kernel keeps the page cache).
+    ProcessCrash,
+}
+
+/// Kinds of injected I/O failures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Writes fail with ENOSPC.
+    DiskFull,
+    /// Writes fail with EIO.
+    WriteError,
+    /// Flushes fail with EIO.
+    SyncError,
+}
+
+struct SimInner {
+    len: u64,
+    durable: Vec<u8>,
+    pending: Vec<(u64, Vec<u8>)>,
+    writes: u64,
+    syncs: u64,
+    fault: Option<(Fault, u64)>,
+}
+
+/// In-memory storage that remembers which writes were flushed, injects I/O errors on demand,
+/// and produces the image a crash would leave. Also usable as an in-memory database.
+pub struct SimStorage {
+    map: Map,
+    inner: Mutex<SimInner>,
+    len: AtomicU64,
+}
+
+/// A small deterministic generator (xorshift64*), so a crash is replayed from its seed.
+#[derive(Debug, Clone)]
+pub struct SimRng(u64);
+
+impl SimRng {
+    /// Seeds the generator (0 is remapped).
+    pub fn new(seed: u64) -> SimRng {
+        SimRng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    /// Next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+}
+
+impl SimStorage {
+    /// An empty storage with `reserve` bytes of address space.
+    pub fn new(reserve: u64) -> Result<SimStorage> {
+        SimStorage::from_image(&[], reserve)
+    }
+
+    /// A storage holding `image`, as if read back from a disk after a crash.
+    pub fn from_image(image: &[u8], reserve: u64) -> Result<SimStorage> {
+        let reserve = reserve.max(image.len() as u64);
+        let map = Map::anonymous(reserve as usize)?;
+        map.write(0, image);
+        Ok(SimStorage {
+            map,
+            inner: Mutex::new(SimInner {
+                len: image.len() as u64,
+                durable: image.to_vec(),
+                pending: Vec::new(),
+                writes: 0,
+                syncs: 0,
+                fault: None,
+            }),
+            len: AtomicU64::new(image.len() as u64),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SimInner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Makes the `n`-th next write or flush (0 = the very next) and every later one fail.
+    pub fn inject(&self, fault: Fault, after: u64) {
+        self.lock().fault = Some((fault, after));
+    }
+
+    /// Stops injecting faults.
+    pub fn heal(&self) {
+        self.lock().fault = None;
+    }
+
+    /// Writes and flushes done so far.
+    pub fn counters(&self) -> (u64, u64) {
+        let g = self.lock();
+        (g.writes, g.syncs)
+    }
+
+    /// The bytes as currently visible (what a process crash leaves).
+    pub fn image(&self) -> Vec<u8> {
+        let len = self.lock().len;
+        self.map.slice(0, len as usize).to_vec()
+    }
+
+    /// The image a crash at this instant leaves on the disk.
+    pub fn crash_image(&self, mode: CrashMode, rng: &mut SimRng) -> Vec<u8> {
+        let g = self.lock();
+        if mode == CrashMode::ProcessCrash {
+            return self.map.slice(0, g.len as usize).to_vec();
+        }
+        // The length change may or may not have reached the disk.
+        let len = if rng.below(2) == 0 { g.durable.len() as u64 } else { g.len };
+        let mut img = g.durable.clone();
+        img.resize(len as usize, 0);
+        for (off, data) in &g.pending {
+            match rng.below(3) {
+                0 => {}
+                1 => apply(&mut img, *off, data, None),
+                _ => apply(&mut img, *off, data, Some(rng)),
+            }
+        }
+        img
+    }
+
+    fn check_fault(g: &mut SimInner, is_sync: bool) -> Result<()> {
+        if let Some((fault, after)) = g.fault {
+            let applies = match fault {
+                Fault::SyncError => is_sync,
+                Fault::DiskFull | Fault::WriteError => !is_sync,
+            };
+            if applies {
+                if after == 0 {
+                    let (errno, op) = match fault {
+                        Fault::DiskFull => (libc::ENOSPC, "writing (simulated)"),
+                        Fault::WriteError => (libc::EIO, "writing (simulated)"),
+                        Fault::SyncError => (libc::EIO, "flushing (simulated)"),
+                    };
+                    return Err(Error::io(op, std::io::Error::from_raw_os_error(errno)));
+                }
+                g.fault = Some((fault, after - 1));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Applies a write to an image, whole or sector by sector at random (a torn write).
+fn apply(img: &mut Vec<u8>, off: u64, data: &[u8], tear: Option<&mut SimRng>) {
+    let off = off as usize;
+    if off >= img.len() {
+        return;
+    }
+    let end = (off + data.len()).min(img.len());
+    match tear {
+        None => img[off..end].copy_from_slice(&data[..end - off]),
+        Some(rng) => {
+            let mut at = off;
+            while at < end {
+                let next = ((at / 512) + 1) * 512;
+                let stop = next.min(end);
+                if rng.below(2) == 0 {
+                    img[at..stop].copy_from_slice(&data[at - off..stop - off]);
+                }
+                at = stop;
+            }
+        }
+    }
+}
+
+impl Storage for SimStorage {
+    #[inline]
+    fn bytes(&self, off: u64, len: usize) -> Result<&[u8]> {
+        let end = off.checked_add(len as u64).ok_or_else(|| Error::corrupted("page offset overflows"))?;
+        if end > self.len.load(Ordering::Acquire) {
+            return Err(Error::corrupted(format!("read of bytes {off}..{end} past the end of the file")));
+        }
+        Ok(self.map.slice(off as usize, len))
+    }
+
+    fn len(&self) -> u64 {
+        self.len.load(Ordering::Acquire)
+    }
+
+    fn grow(&self, new_len: u64) -> Result<()> {
+        let mut g = self.lock();
+        if new_len <= g.len {
+            return Ok(());
+        }
+        SimStorage::check_fault(&mut g, false)?;
+        if new_len > self.map.len() as u64 {
+            return Err(Error::io(
+                "growing the simulated file",
+                std::io::Error::from_raw_os_error(libc::ENOSPC),
+            ));
+        }
+        g.len = new_len;
+        self.len.store(new_len, Ordering::Release);
+        Ok(())
+    }
+
+    fn truncate(&self, new_len: u64) -> Result<()> {
+        let mut g = self.lock();
+        if new_len < g.len {
+            self.map.zero(new_len as usize, (g.len - new_len) as usize);
+        }
+        g.len = new_len;
+        self.len.store(new_len, Ordering::Release);
+        // Pending writes past the end are gone, as on a real file.
+        g.pending.retain(|(o, _)| *o < new_len);
+        for (o, d) in g.pending.iter_mut() {
+            let keep = (new_len - *o).min(d.len() as u64) as usize;
+            d.truncate(keep);
+        }
+        Ok(())
+    }
+
+    fn write_at(&self, off: u64, bufs: &[&[u8]]) -> Result<()> {
+        let mut g = self.lock();
+        SimStorage::check_fault(&mut g, false)?;
+        g.writes += 1;
+        let mut at = off;
+        for b in bufs {
+            let end = at + b.len() as u64;
+            if end > g.len {
+                return Err(Error::io(
+                    "writing past the end of the simulated file",
+                    std::io::Error::from_raw_os_error(libc::EINVAL),
+                ));
+            }
+            self.map.write(at as usize, b);
+            g.pending.push((at, b.to_vec()));
+            at = end;
+        }
+        Ok(())
+    }
+
+    fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        let b = self.bytes(off, buf.len())?;
+        buf.copy_from_slice(b);
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<()> {
+        let mut g = self.lock();
+        SimStorage::check_fault(&mut g, true)?;
+        g.syncs += 1;
+        let len = g.len as usize;
+        let mut durable = std::mem::take(&mut g.durable);
+        durable.resize(len, 0);
+        for (off, data) in std::mem::take(&mut g.pending) {
+            apply(&mut durable, off, &data, None);
+        }
+        g.durable = durable;
+        Ok(())
+    }
+
+    fn reserved(&self) -> u64 {
+        self.map.len() as u64
+    }
+}

@@ -1,0 +1,733 @@
+//! Transactions. A read transaction is a registered snapshot: reads go straight to the map. A
+//! write transaction owns the writer state, keeps copies of the pages it changes ("dirty"
+//! pages, at new page numbers: copy-on-write), and is published by `commit` (commit.rs).
+//!
+//! Invariants:
+//! - A write transaction never writes to a page that any snapshot can reach: it changes only
+//!   dirty pages, which it allocated from reusable pages or past the high-water mark.
+//! - Nested transactions keep an undo record per level: the first change a child makes to a
+//!   dirty page saves the page's prior image (or its absence), and the free set, records and
+//!   high-water mark are restored from the level's mark on abort.
+
+use crate::alloc::FreeState;
+use crate::btree::{self, PageSource, PageWriter};
+use crate::db::{Database, DbFlags, PutFlags, Stat};
+use crate::env::{Env, WriterState};
+use crate::error::{Error, Result};
+use crate::format::{self, DbRecord, KeyCmp, Meta};
+use crate::storage::Storage;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A hasher for page numbers (they are already well spread; SipHash would dominate lookups).
+#[derive(Default)]
+pub(crate) struct PgnoHasher(u64);
+impl Hasher for PgnoHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (n ^ (n >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+pub(crate) type PageMap<V> = HashMap<u64, V, BuildHasherDefault<PgnoHasher>>;
+
+/// A committed snapshot over a storage: the read side of every transaction.
+pub(crate) struct Snapshot<'a> {
+    pub storage: &'a dyn Storage,
+    pub meta: Meta,
+}
+
+impl PageSource for Snapshot<'_> {
+    #[inline]
+    fn page_size(&self) -> usize {
+        self.meta.page_size as usize
+    }
+    #[inline]
+    fn page(&self, pgno: u64) -> Result<&[u8]> {
+        if pgno >= self.meta.npages || pgno == 0 {
+            return Err(Error::corrupted(format!("page {pgno} outside the snapshot")));
+        }
+        let ps = self.meta.page_size as usize;
+        self.storage.bytes(pgno * ps as u64, ps)
+    }
+    fn pages(&self, pgno: u64, span: u64) -> Result<&[u8]> {
+        if pgno == 0 || pgno.checked_add(span).is_none_or(|e| e > self.meta.npages) {
+            return Err(Error::corrupted(format!("pages {pgno}+{span} outside the snapshot")));
+        }
+        let ps = self.meta.page_size as u64;
+        self.storage.bytes(pgno * ps, (span * ps) as usize)
+    }
+}
+
+/// Looks up a named database's record in a catalog.
+pub(crate) fn catalog_lookup<S: PageSource + ?Sized>(src: &S, catalog: &DbRecord, name: &str) -> Result<Option<DbRecord>> {
+    match btree::search::get(src, catalog, &KeyCmp::Bytes, name.as_bytes())? {
+        Some(v) => Ok(Some(DbRecord::decode(v)?)),
+        None => Ok(None),
+    }
+}
+
+/// A read-only transaction: one consistent snapshot for its whole life. `Send`, so it can move
+/// between threads; dropping it ends it.
+pub struct RoTxn<'env> {
+    env: &'env Env,
+    snap: Snapshot<'env>,
+    slot: usize,
+    cache: RefCell<Vec<Option<(DbRecord, KeyCmp)>>>,
+}
+
+// SAFETY-free note: RoTxn holds only shared references and a RefCell; it is Send because the
+// snapshot's pages never change while its slot is registered (docs/design.md, "Readers").
+
+impl<'env> RoTxn<'env> {
+    pub(crate) fn begin(env: &'env Env) -> Result<RoTxn<'env>> {
+        let (slot, meta) = env.inner.shared.begin_read()?;
+        Ok(RoTxn { env, snap: Snapshot { storage: &*env.inner.storage, meta }, slot, cache: RefCell::new(Vec::new()) })
+    }
+
+    pub(crate) fn snapshot(&self) -> &Snapshot<'env> {
+        &self.snap
+    }
+
+    /// The transaction id of the snapshot.
+    pub fn id(&self) -> u64 {
+        self.snap.meta.txnid
+    }
+
+    fn db(&self, db: Database) -> Result<(DbRecord, KeyCmp)> {
+        let idx = self.env.inner.check_db(db)?;
+        if idx == 0 {
+            let cmp = self.env.inner.db_cmp(0);
+            return Ok((self.snap.meta.main, cmp));
+        }
+        if let Some(Some(hit)) = self.cache.borrow().get(idx) {
+            return Ok(hit.clone());
+        }
+        let name = self.env.inner.db_name(idx).ok_or(Error::BadDbi)?;
+        let rec = catalog_lookup(&self.snap, &self.snap.meta.catalog, &name)?.ok_or(Error::BadDbi)?;
+        let hit = (rec, self.env.inner.db_cmp(idx));
+        let mut c = self.cache.borrow_mut();
+        if c.len() <= idx {
+            c.resize(idx + 1, None);
+        }
+        c[idx] = Some(hit.clone());
+        Ok(hit)
+    }
+
+    /// The value stored under `key`, borrowed from the map for the transaction's life.
+    #[inline]
+    pub fn get(&self, db: Database, key: &[u8]) -> Result<Option<&[u8]>> {
+        let (rec, cmp) = self.db(db)?;
+        btree::search::get(&self.snap, &rec, &cmp, key)
+    }
+
+    /// Opens an existing named database (None: the main database).
+    pub fn open_db(&self, name: Option<&str>) -> Result<Database> {
+        let Some(name) = name else { return Ok(self.env.main_db()) };
+        match catalog_lookup(&self.snap, &self.snap.meta.catalog, name)? {
+            Some(rec) => self.env.inner.register_db(name, DbFlags::from_bits_retain(u32::from(rec.flags))),
+            None => Err(Error::DbNotFound { name: name.to_string() }),
+        }
+    }
+
+    /// Statistics of a database.
+    pub fn stat(&self, db: Database) -> Result<Stat> {
+        let (rec, _) = self.db(db)?;
+        Ok(Stat::of(&rec, self.snap.meta.page_size))
+    }
+
+    /// A cursor over a database.
+    pub fn cursor(&self, db: Database) -> Result<crate::Cursor<'_>> {
+        let (rec, cmp) = self.db(db)?;
+        Ok(crate::Cursor::new(&self.snap, rec, cmp))
+    }
+
+    /// Iterates over all entries in key order (`.rev()` for descending order).
+    pub fn iter(&self, db: Database) -> Result<crate::Iter<'_>> {
+        let (rec, cmp) = self.db(db)?;
+        crate::Iter::new(&self.snap, rec, cmp, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)
+    }
+
+    /// Iterates over the entries whose keys fall in `range`.
+    pub fn range<'k, R: std::ops::RangeBounds<&'k [u8]>>(&self, db: Database, range: R) -> Result<crate::Iter<'_>> {
+        let (rec, cmp) = self.db(db)?;
+        crate::Iter::new(&self.snap, rec, cmp, range.start_bound().cloned().map(<[u8]>::to_vec), range.end_bound().cloned().map(<[u8]>::to_vec))
+    }
+
+    /// The names of the named databases, in order.
+    pub fn db_names(&self) -> Result<Vec<String>> {
+        crate::db::catalog_names(&self.snap, &self.snap.meta.catalog)
+    }
+
+    /// Walks the whole snapshot and checks every invariant (see [`crate::check`]).
+    pub fn check(&self) -> Result<crate::check::Report> {
+        crate::check::check(&self.snap, &self.env.inner)
+    }
+
+    /// Writes a copy of this snapshot to `path` (a new data file; see [`Env::copy_to`]).
+    pub fn copy_to_file(&self, path: &std::path::Path, compact: bool) -> Result<()> {
+        crate::copy::copy(self, path, compact)
+    }
+
+    pub(crate) fn env(&self) -> &'env Env {
+        self.env
+    }
+}
+
+impl Drop for RoTxn<'_> {
+    fn drop(&mut self) {
+        self.env.inner.shared.end_read(self.slot);
+    }
+}
+
+/// One database as seen by a write transaction.
+#[derive(Clone, Debug)]
+pub(crate) struct TxnDb {
+    pub rec: DbRecord,
+    pub dirty: bool,
+    pub deleted: bool,
+}
+
+/// Undo record of one nesting level.
+pub(crate) struct Frame {
+    saved: PageMap<Option<Box<[u8]>>>,
+    free_mark: usize,
+    npages: u64,
+    dbs: Vec<Option<TxnDb>>,
+    catalog: DbRecord,
+    freed_clean: usize,
+    changed: bool,
+}
+
+/// A write transaction. Only one exists at a time (a second `write_txn` waits). Dropping it
+/// without `commit` aborts it.
+pub struct RwTxn<'env> {
+    pub(crate) env: &'env Env,
+    pub(crate) ws: Option<WriterState>,
+    pub(crate) txnid: u64,
+    pub(crate) base: Meta,
+    pub(crate) npages: u64,
+    pub(crate) dirty: PageMap<Box<[u8]>>,
+    pub(crate) dbs: Vec<Option<TxnDb>>,
+    pub(crate) catalog: DbRecord,
+    pub(crate) free_rec: DbRecord,
+    pub(crate) frames: Vec<Frame>,
+    pub(crate) freed_clean: Vec<u64>,
+    pub(crate) changed: bool,
+}
+
+impl<'env> RwTxn<'env> {
+    pub(crate) fn begin(env: &'env Env) -> Result<RwTxn<'env>> {
+        let inner = &env.inner;
+        let mut g = inner.writer.lock().unwrap_or_else(|p| p.into_inner());
+        while g.is_none() {
+            g = inner.writer_cv.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+        let mut ws = g.take().expect("checked");
+        drop(g);
+        let base = ws.meta.clone();
+        let mut pins = inner.shared.pinned();
+        if ws.steady < base.txnid {
+            pins.push(ws.steady);
+            pins.sort_unstable();
+        }
+        ws.free.release(&pins);
+        let txnid = ws.next_txnid;
+        Ok(RwTxn {
+            env,
+            ws: Some(ws),
+            txnid,
+            npages: base.npages,
+            catalog: base.catalog,
+            free_rec: base.free,
+            dbs: vec![Some(TxnDb { rec: base.main, dirty: false, deleted: false })],
+            base,
+            dirty: PageMap::default(),
+            frames: Vec::new(),
+            freed_clean: Vec::new(),
+            changed: false,
+        })
+    }
+
+    pub(crate) fn ws(&mut self) -> &mut WriterState {
+        self.ws.as_mut().expect("writer state present while the transaction lives")
+    }
+
+    /// This transaction's id.
+    pub fn id(&self) -> u64 {
+        self.txnid
+    }
+
+    pub(crate) fn db_state(&mut self, db: Database) -> Result<(usize, DbRecord, KeyCmp)> {
+        let idx = self.env.inner.check_db(db)?;
+        if self.dbs.len() <= idx {
+            self.dbs.resize(idx + 1, None);
+        }
+        if self.dbs[idx].is_none() {
+            let name = self.env.inner.db_name(idx).ok_or(Error::BadDbi)?;
+            let rec = catalog_lookup(self, &self.catalog, &name)?.ok_or(Error::BadDbi)?;
+            self.dbs[idx] = Some(TxnDb { rec, dirty: false, deleted: false });
+        }
+        let d = self.dbs[idx].as_ref().expect("loaded");
+        if d.deleted {
+            return Err(Error::BadDbi);
+        }
+        Ok((idx, d.rec, self.env.inner.db_cmp(idx)))
+    }
+
+    fn db_ro(&self, db: Database) -> Result<(DbRecord, KeyCmp)> {
+        let idx = self.env.inner.check_db(db)?;
+        if let Some(Some(d)) = self.dbs.get(idx) {
+            if d.deleted {
+                return Err(Error::BadDbi);
+            }
+            return Ok((d.rec, self.env.inner.db_cmp(idx)));
+        }
+        let name = self.env.inner.db_name(idx).ok_or(Error::BadDbi)?;
+        let rec = catalog_lookup(self, &self.catalog, &name)?.ok_or(Error::BadDbi)?;
+        Ok((rec, self.env.inner.db_cmp(idx)))
+    }
+
+    pub(crate) fn set_rec(&mut self, idx: usize, rec: DbRecord) {
+        let d = self.dbs[idx].as_mut().expect("loaded");
+        d.rec = rec;
+        d.dirty = true;
+        self.changed = true;
+    }
+
+    /// The value stored under `key`, as this transaction sees it.
+    pub fn get(&self, db: Database, key: &[u8]) -> Result<Option<&[u8]>> {
+        let (rec, cmp) = self.db_ro(db)?;
+        btree::search::get(self, &rec, &cmp, key)
+    }
+
+    fn check_put(&self, db: Database, flags: DbFlags, key: &[u8], vlen: usize) -> Result<()> {
+        let max = format::max_key_size(self.env.inner.page_size);
+        if key.len() > max {
+            return Err(Error::KeyTooLarge { len: key.len(), max });
+        }
+        if flags.contains(DbFlags::INTEGER_KEY) && key.len() != 4 && key.len() != 8 {
+            return Err(Error::BadIntegerKey { len: key.len() });
+        }
+        if vlen > format::MAX_VALUE {
+            return Err(Error::ValueTooLarge { len: vlen, max: format::MAX_VALUE });
+        }
+        let _ = db;
+        Ok(())
+    }
+
+    fn put_inner(&mut self, db: Database, key: &[u8], val: Option<&[u8]>, vlen: usize, flags: PutFlags) -> Result<()> {
+        let (idx, mut rec, cmp) = self.db_state(db)?;
+        self.check_put(db, self.env.inner.db_flags(idx), key, vlen)?;
+        let mode = if flags.contains(PutFlags::APPEND) {
+            btree::insert::Mode::Append
+        } else if flags.contains(PutFlags::NO_OVERWRITE) {
+            btree::insert::Mode::NoOverwrite
+        } else {
+            btree::insert::Mode::Upsert
+        };
+        let r = btree::insert::put(self, &mut rec, &cmp, key, val, vlen, mode);
+        self.set_rec(idx, rec);
+        match r? {
+            btree::insert::Outcome::Exists => Err(Error::KeyExists),
+            _ => Ok(()),
+        }
+    }
+
+    /// Stores `value` under `key`. `PutFlags::NO_OVERWRITE` fails with [`Error::KeyExists`] if
+    /// the key exists (read the existing value with `get`); `PutFlags::APPEND` requires the key
+    /// to sort after every key of the database and fills pages instead of splitting them.
+    pub fn put(&mut self, db: Database, key: &[u8], value: &[u8], flags: PutFlags) -> Result<()> {
+        self.put_inner(db, key, Some(value), value.len(), flags)
+    }
+
+    /// Reserves `len` zeroed bytes under `key` and returns them for the caller to fill.
+    pub fn put_reserve(&mut self, db: Database, key: &[u8], len: usize, flags: PutFlags) -> Result<&mut [u8]> {
+        self.put_inner(db, key, None, len, flags)?;
+        let (_, rec, cmp) = self.db_state(db)?;
+        let (pgno, i, exact) = btree::search::find_leaf(self, &rec, &cmp, key)?.ok_or_else(|| Error::corrupted("reserved key vanished"))?;
+        if !exact {
+            return Err(Error::corrupted("reserved key vanished"));
+        }
+        let n = btree::tree_page(self, pgno)?.node(i)?;
+        if n.is_big() {
+            let opg = format::decode_u64(n.val)?;
+            let b = self.page_mut(opg)?;
+            return Ok(&mut format::overflow_value_mut(b)[..len]);
+        }
+        let (at, l) = btree::tree_page(self, pgno)?.value_range(i)?;
+        Ok(&mut self.page_mut(pgno)?[at..at + l])
+    }
+
+    /// Deletes `key`; returns whether it existed.
+    pub fn delete(&mut self, db: Database, key: &[u8]) -> Result<bool> {
+        let (idx, mut rec, cmp) = self.db_state(db)?;
+        let r = btree::delete::delete(self, &mut rec, &cmp, key);
+        if matches!(r, Ok(true)) {
+            self.set_rec(idx, rec);
+        }
+        r
+    }
+
+    /// Opens a named database, creating it if `flags` contains [`DbFlags::CREATE`].
+    pub fn create_db(&mut self, name: Option<&str>, flags: DbFlags) -> Result<Database> {
+        let persistent = flags.persistent();
+        let Some(name) = name else {
+            let cur = self.dbs[0].as_ref().expect("main").rec;
+            if cur.root == 0 && cur.flags != persistent.bits() as u16 && flags.contains(DbFlags::CREATE) {
+                let mut rec = cur;
+                rec.flags = persistent.bits() as u16;
+                self.set_rec(0, rec);
+                self.env.inner.set_db_flags(0, persistent);
+            }
+            return Ok(self.env.main_db());
+        };
+        if name.is_empty() || name.len() > format::max_key_size(self.env.inner.page_size) {
+            return Err(Error::Invalid(format!("database name of {} bytes", name.len())));
+        }
+        // Named databases created or deleted by this transaction are in `dbs`.
+        let existing = self.env.inner.lookup_db(name).and_then(|i| self.dbs.get(i).cloned().flatten());
+        let rec = match existing {
+            Some(d) if !d.deleted => Some(d.rec),
+            Some(_) => None,
+            None => catalog_lookup(self, &self.catalog, name)?,
+        };
+        match rec {
+            Some(rec) => {
+                let stored = DbFlags::from_bits_retain(u32::from(rec.flags));
+                if flags.contains(DbFlags::CREATE) && !persistent.is_empty() && persistent != stored {
+                    return Err(Error::Incompatible { existing: stored.bits(), requested: persistent.bits() });
+                }
+                let db = self.env.inner.register_db(name, stored)?;
+                let idx = db.idx as usize;
+                if self.dbs.len() <= idx {
+                    self.dbs.resize(idx + 1, None);
+                }
+                if self.dbs[idx].is_none() {
+                    self.dbs[idx] = Some(TxnDb { rec, dirty: false, deleted: false });
+                }
+                Ok(db)
+            }
+            None if flags.contains(DbFlags::CREATE) => {
+                let count = crate::db::catalog_names(self, &self.catalog)?.len() as u32;
+                if count >= self.env.inner.opts.max_dbs {
+                    return Err(Error::DbsFull { max: self.env.inner.opts.max_dbs });
+                }
+                let db = self.env.inner.register_db(name, persistent)?;
+                let idx = db.idx as usize;
+                if self.dbs.len() <= idx {
+                    self.dbs.resize(idx + 1, None);
+                }
+                let rec = DbRecord { flags: persistent.bits() as u16, ..Default::default() };
+                self.dbs[idx] = Some(TxnDb { rec, dirty: true, deleted: false });
+                self.changed = true;
+                Ok(db)
+            }
+            None => Err(Error::DbNotFound { name: name.to_string() }),
+        }
+    }
+
+    /// Opens an existing named database (None: the main database).
+    pub fn open_db(&mut self, name: Option<&str>) -> Result<Database> {
+        self.create_db(name, DbFlags::empty())
+    }
+
+    /// Empties a database, keeping it.
+    pub fn clear_db(&mut self, db: Database) -> Result<()> {
+        let (idx, rec, _) = self.db_state(db)?;
+        crate::db::free_tree(self, &rec)?;
+        let empty = DbRecord { flags: rec.flags, ..Default::default() };
+        self.set_rec(idx, empty);
+        Ok(())
+    }
+
+    /// Deletes a named database (the main database is only emptied).
+    pub fn drop_db(&mut self, db: Database) -> Result<()> {
+        self.clear_db(db)?;
+        let idx = db.idx as usize;
+        if idx != 0 {
+            self.dbs[idx].as_mut().expect("loaded").deleted = true;
+        }
+        Ok(())
+    }
+
+    /// Statistics of a database as this transaction sees it.
+    pub fn stat(&self, db: Database) -> Result<Stat> {
+        let (rec, _) = self.db_ro(db)?;
+        Ok(Stat::of(&rec, self.base.page_size))
+    }
+
+    /// A read cursor over a database as this transaction sees it.
+    pub fn cursor(&self, db: Database) -> Result<crate::Cursor<'_>> {
+        let (rec, cmp) = self.db_ro(db)?;
+        Ok(crate::Cursor::new(self, rec, cmp))
+    }
+
+    /// A cursor that can also write at its position.
+    pub fn cursor_mut(&mut self, db: Database) -> Result<crate::CursorMut<'_, 'env>> {
+        self.db_state(db)?;
+        Ok(crate::CursorMut::new(self, db))
+    }
+
+    /// Iterates over all entries in key order (`.rev()` for descending order).
+    pub fn iter(&self, db: Database) -> Result<crate::Iter<'_>> {
+        let (rec, cmp) = self.db_ro(db)?;
+        crate::Iter::new(self, rec, cmp, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)
+    }
+
+    /// Iterates over the entries whose keys fall in `range`.
+    pub fn range<'k, R: std::ops::RangeBounds<&'k [u8]>>(&self, db: Database, range: R) -> Result<crate::Iter<'_>> {
+        let (rec, cmp) = self.db_ro(db)?;
+        crate::Iter::new(self, rec, cmp, range.start_bound().cloned().map(<[u8]>::to_vec), range.end_bound().cloned().map(<[u8]>::to_vec))
+    }
+
+    /// The names of the named databases as this transaction sees them.
+    pub fn db_names(&self) -> Result<Vec<String>> {
+        crate::db::catalog_names(self, &self.catalog)
+    }
+
+    /// Begins a nested transaction: its changes join this one on `commit`, or vanish alone.
+    pub fn nested(&mut self) -> Result<Nested<'_, 'env>> {
+        let frame = Frame {
+            saved: PageMap::default(),
+            free_mark: self.ws().free.mark(),
+            npages: self.npages,
+            dbs: self.dbs.clone(),
+            catalog: self.catalog,
+            freed_clean: self.freed_clean.len(),
+            changed: self.changed,
+        };
+        self.frames.push(frame);
+        Ok(Nested { txn: self, done: false })
+    }
+
+    fn rollback_frame(&mut self) {
+        let f = self.frames.pop().expect("frame");
+        for (pgno, old) in f.saved {
+            match old {
+                Some(buf) => {
+                    self.dirty.insert(pgno, buf);
+                }
+                None => {
+                    self.dirty.remove(&pgno);
+                }
+            }
+        }
+        self.ws().free.rollback(f.free_mark);
+        self.npages = f.npages;
+        self.dbs = f.dbs;
+        self.catalog = f.catalog;
+        self.freed_clean.truncate(f.freed_clean);
+        self.changed = f.changed;
+    }
+
+    fn merge_frame(&mut self) {
+        let f = self.frames.pop().expect("frame");
+        if let Some(parent) = self.frames.last_mut() {
+            for (pgno, old) in f.saved {
+                parent.saved.entry(pgno).or_insert(old);
+            }
+        }
+    }
+
+    #[inline]
+    fn save_for_frame(&mut self, pgno: u64) {
+        if let Some(f) = self.frames.last_mut() {
+            if !f.saved.contains_key(&pgno) {
+                let old = self.dirty.get(&pgno).cloned();
+                f.saved.insert(pgno, old);
+            }
+        }
+    }
+
+    /// Discards every change.
+    pub fn abort(self) {}
+
+    fn finish(&mut self) {
+        if let Some(mut ws) = self.ws.take() {
+            // Abort: undo every change to the free set since the transaction began.
+            ws.free.rollback(0);
+            ws.free.forget_undo();
+            // Dirty keys stay: persisting a key again is idempotent, and keys released at
+            // open must reach the free tree with the next commit.
+            for (_, buf) in self.dirty.drain() {
+                if buf.len() == self.env.inner.page_size && ws.pool.len() < 1024 {
+                    ws.pool.push(buf);
+                }
+            }
+            self.env.inner.put_writer(ws);
+        }
+    }
+}
+
+impl Drop for RwTxn<'_> {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+impl PageSource for RwTxn<'_> {
+    #[inline]
+    fn page_size(&self) -> usize {
+        self.env.inner.page_size
+    }
+    #[inline]
+    fn page(&self, pgno: u64) -> Result<&[u8]> {
+        if let Some(b) = self.dirty.get(&pgno) {
+            return Ok(&b[..self.env.inner.page_size]);
+        }
+        self.clean_pages(pgno, 1)
+    }
+    fn pages(&self, pgno: u64, span: u64) -> Result<&[u8]> {
+        if let Some(b) = self.dirty.get(&pgno) {
+            return Ok(b);
+        }
+        self.clean_pages(pgno, span)
+    }
+}
+
+impl PageWriter for RwTxn<'_> {
+    fn touch(&mut self, pgno: u64) -> Result<u64> {
+        if self.dirty.contains_key(&pgno) {
+            self.save_for_frame(pgno);
+            return Ok(pgno);
+        }
+        // The clean image borrows the environment, not the transaction.
+        let src = self.clean_pages(pgno, 1)?;
+        let birth = format::page_id(src)?.txnid;
+        let new = self.alloc(1)?;
+        self.dirty.get_mut(&new).expect("just allocated").copy_from_slice(src);
+        self.free_clean(pgno, 1, birth)?;
+        Ok(new)
+    }
+
+    #[inline]
+    fn page_mut(&mut self, pgno: u64) -> Result<&mut [u8]> {
+        self.save_for_frame(pgno);
+        self.changed = true;
+        self.dirty
+            .get_mut(&pgno)
+            .map(|b| &mut b[..])
+            .ok_or_else(|| Error::corrupted(format!("page {pgno} is not writable (internal)")))
+    }
+
+    fn alloc(&mut self, span: u64) -> Result<u64> {
+        let ps = self.env.inner.page_size;
+        let pg = match self.ws().free.alloc(span) {
+            Some(p) => p,
+            None => {
+                let p = self.npages;
+                let end = p + span;
+                if let Some(max) = self.env.inner.opts.max_size {
+                    if end * ps as u64 > max {
+                        return Err(Error::MapFull { limit: max });
+                    }
+                }
+                self.npages = end;
+                p
+            }
+        };
+        if let Some(f) = self.frames.last_mut() {
+            f.saved.entry(pg).or_insert(None);
+        }
+        let buf = if span == 1 {
+            match self.ws().pool.pop() {
+                Some(mut b) => {
+                    b.fill(0);
+                    b
+                }
+                None => vec![0u8; ps].into_boxed_slice(),
+            }
+        } else {
+            vec![0u8; span as usize * ps].into_boxed_slice()
+        };
+        self.dirty.insert(pg, buf);
+        self.changed = true;
+        Ok(pg)
+    }
+
+    fn free(&mut self, pgno: u64, span: u64) -> Result<()> {
+        if self.dirty.contains_key(&pgno) {
+            self.save_for_frame(pgno);
+            let buf = self.dirty.remove(&pgno).expect("present");
+            if buf.len() == self.env.inner.page_size {
+                self.ws().pool.push(buf);
+            }
+            // Born and freed inside this transaction: no snapshot ever saw it.
+            self.ws().free.add_reusable(pgno, span);
+            return Ok(());
+        }
+        let birth = format::page_id(self.clean_pages(pgno, span)?)?.txnid;
+        self.free_clean(pgno, span, birth)
+    }
+}
+
+impl<'env> RwTxn<'env> {
+    /// Pages of the committed snapshot this transaction builds on.
+    fn clean_pages(&self, pgno: u64, span: u64) -> Result<&'env [u8]> {
+        if pgno == 0 || pgno.checked_add(span).is_none_or(|e| e > self.base.npages) {
+            return Err(Error::corrupted(format!("pages {pgno}+{span} outside the snapshot")));
+        }
+        let env: &'env Env = self.env;
+        let ps = env.inner.page_size as u64;
+        env.inner.storage.bytes(pgno * ps, (span * ps) as usize)
+    }
+
+    fn free_clean(&mut self, pgno: u64, span: u64, birth: u64) -> Result<()> {
+        let txnid = self.txnid;
+        let free: &mut FreeState = &mut self.ws().free;
+        if free.overlaps(pgno, span) {
+            return Err(Error::corrupted(format!("page {pgno} freed twice (referenced twice?)")));
+        }
+        free.add_pending(pgno, span, birth, txnid);
+        self.freed_clean.push(pgno);
+        self.changed = true;
+        Ok(())
+    }
+}
+
+/// A nested write transaction. Derefs to the parent [`RwTxn`]; `commit` merges its changes
+/// into the parent, dropping it (or `abort`) undoes them.
+pub struct Nested<'p, 'env> {
+    txn: &'p mut RwTxn<'env>,
+    done: bool,
+}
+
+impl Nested<'_, '_> {
+    /// Folds the changes into the parent transaction.
+    pub fn commit(mut self) -> Result<()> {
+        self.txn.merge_frame();
+        self.done = true;
+        Ok(())
+    }
+    /// Undoes the changes.
+    pub fn abort(self) {}
+}
+
+impl<'env> std::ops::Deref for Nested<'_, 'env> {
+    type Target = RwTxn<'env>;
+    fn deref(&self) -> &RwTxn<'env> {
+        self.txn
+    }
+}
+
+impl<'env> std::ops::DerefMut for Nested<'_, 'env> {
+    fn deref_mut(&mut self) -> &mut RwTxn<'env> {
+        self.txn
+    }
+}
+
+impl Drop for Nested<'_, '_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.txn.rollback_frame();
+        }
+    }
+}
