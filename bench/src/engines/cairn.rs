@@ -1,0 +1,144 @@
+//! Cairn, the engine under test (crates/cairn).
+
+use std::path::Path;
+
+use anyhow::Result;
+use cairn::{Database, Durability, Env, PutFlags};
+
+use super::{disk_usage, Engine, ReadTxn, Visit, VisitPair, WriteKind, WriteTxn};
+
+pub struct Cairn {
+    env: Env,
+    db: Database,
+}
+
+impl Cairn {
+    pub fn open(dir: &Path, lazy: bool) -> Result<Cairn> {
+        let durability = if lazy {
+            Durability::Lazy
+        } else {
+            Durability::Durable
+        };
+        let env = Env::options().durability(durability).open(dir)?;
+        let db = env.main_db();
+        Ok(Cairn { env, db })
+    }
+}
+
+struct Writer<'t, 'e> {
+    txn: &'t mut cairn::RwTxn<'e>,
+    db: Database,
+}
+
+impl WriteTxn for Writer<'_, '_> {
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.txn.put(self.db, key, value, PutFlags::empty())?;
+        Ok(())
+    }
+
+    fn append(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.txn.put(self.db, key, value, PutFlags::APPEND)?;
+        Ok(())
+    }
+
+    fn delete(&mut self, key: &[u8]) -> Result<()> {
+        self.txn.delete(self.db, key)?;
+        Ok(())
+    }
+
+    fn get(&mut self, key: &[u8], f: Visit<'_>) -> Result<bool> {
+        match self.txn.get(self.db, key)? {
+            Some(v) => {
+                f(v);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+}
+
+struct Reader<'t, 'e> {
+    txn: &'t cairn::RoTxn<'e>,
+    db: Database,
+}
+
+impl ReadTxn for Reader<'_, '_> {
+    fn get(&self, key: &[u8], f: Visit<'_>) -> Result<bool> {
+        match self.txn.get(self.db, key)? {
+            Some(v) => {
+                f(v);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn scan(&self, reverse: bool, f: VisitPair<'_>) -> Result<u64> {
+        let mut n = 0;
+        if reverse {
+            for item in self.txn.iter(self.db)?.rev() {
+                let (k, v) = item?;
+                f(k, v);
+                n += 1;
+            }
+        } else {
+            for item in self.txn.iter(self.db)? {
+                let (k, v) = item?;
+                f(k, v);
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    fn range_from(&self, start: &[u8], limit: usize, f: VisitPair<'_>) -> Result<usize> {
+        let mut n = 0;
+        for item in self.txn.range(self.db, start..)?.take(limit) {
+            let (k, v) = item?;
+            f(k, v);
+            n += 1;
+        }
+        Ok(n)
+    }
+}
+
+impl Engine for Cairn {
+    fn write(
+        &self,
+        _kind: WriteKind,
+        f: &mut dyn FnMut(&mut dyn WriteTxn) -> Result<()>,
+    ) -> Result<()> {
+        let mut txn = self.env.write_txn()?;
+        let result = f(&mut Writer {
+            txn: &mut txn,
+            db: self.db,
+        });
+        match result {
+            Ok(()) => txn.commit()?,
+            Err(e) => {
+                txn.abort();
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn read(&self, f: &mut dyn FnMut(&dyn ReadTxn) -> Result<()>) -> Result<()> {
+        let txn = self.env.read_txn()?;
+        f(&Reader {
+            txn: &txn,
+            db: self.db,
+        })
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.env.sync()?;
+        Ok(())
+    }
+
+    fn compact(&mut self, scratch: &Path) -> Result<Option<u64>> {
+        let target = scratch.join("compact.cairn");
+        self.env.copy_to(&target, true)?;
+        Ok(Some(disk_usage(&target)?.0))
+    }
+}

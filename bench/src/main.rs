@@ -1,0 +1,420 @@
+//! cairn-bench: measures Cairn against LMDB, libmdbx, redb, SQLite and RocksDB.
+//!
+//! The parent process runs every (suite, configuration) pair in a child process of its own
+//! (this same binary with `--child`), so that each engine starts with a fresh address space and
+//! its peak RSS is its own; the child writes its figures as JSON into a file the parent reads.
+//! See bench/README.md.
+
+mod engines;
+mod plot;
+mod report;
+mod system;
+mod workloads;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+
+use engines::{Config, CONFIGS};
+use report::{ConfigInfo, Failure, Results, RunRecord};
+use workloads::{Figure, Params, Suite, Unit};
+
+#[derive(Parser, Debug)]
+#[command(
+    version,
+    about = "Benchmarks Cairn against LMDB, libmdbx, redb, SQLite and RocksDB"
+)]
+struct Cli {
+    /// `quick` (200k records, a subset of workloads, a few minutes) or `full` (1M, everything).
+    #[arg(default_value = "quick", value_parser = ["quick", "full"])]
+    set: String,
+    /// Number of records N (default: 200000 for quick, 1000000 for full).
+    #[arg(long)]
+    records: Option<u64>,
+    /// Where the databases go; must be a real disk, not tmpfs
+    /// (default: <workspace>/target/bench-data).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Where results.md, results.json and the plots go (default: <workspace>/docs/bench).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Only these engines (comma-separated: cairn,lmdb,mdbx,redb,sqlite,rocksdb).
+    #[arg(long, value_delimiter = ',')]
+    engines: Vec<String>,
+    /// Only these configurations (comma-separated ids, e.g. lmdb-durable,cairn-lazy).
+    #[arg(long, value_delimiter = ',')]
+    configs: Vec<String>,
+    /// Only these suites (comma-separated: dbbench,redb,crud).
+    #[arg(long, value_delimiter = ',')]
+    suites: Vec<String>,
+    /// Runs per (suite, configuration); figures are the median.
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
+    /// Kill a child process after this many seconds.
+    #[arg(long, default_value_t = 3600)]
+    timeout: u64,
+    /// Do not draw PNG plots.
+    #[arg(long)]
+    no_plots: bool,
+    /// Rebuild results.md and the plots from an existing results.json; measure nothing.
+    #[arg(long, value_name = "RESULTS_JSON")]
+    report_only: Option<PathBuf>,
+    /// Child mode: run one suite for one configuration (used by the harness itself).
+    #[arg(long, hide = true)]
+    child: bool,
+    #[arg(long, hide = true)]
+    config: Option<String>,
+    #[arg(long, hide = true)]
+    suite: Option<String>,
+    #[arg(long, hide = true)]
+    result_file: Option<PathBuf>,
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    if cli.child {
+        // Report failures as one line (no backtrace) and leave the message for the parent.
+        if let Err(e) = child(&cli) {
+            let msg = format!("{e:#}");
+            eprintln!("error: {msg}");
+            if let Some(file) = &cli.result_file {
+                let _ = std::fs::write(error_file(file), &msg);
+            }
+            std::process::exit(1);
+        }
+        return Ok(());
+    }
+    if let Some(json) = &cli.report_only {
+        let results: Results = serde_json::from_str(&std::fs::read_to_string(json)?)?;
+        let out = cli
+            .out
+            .clone()
+            .unwrap_or_else(|| json.parent().unwrap().to_path_buf());
+        return publish(&results, &out, cli.no_plots);
+    }
+    parent(&cli)
+}
+
+fn params(cli: &Cli) -> Params {
+    let quick = cli.set == "quick";
+    let records = cli
+        .records
+        .unwrap_or(if quick { 200_000 } else { 1_000_000 });
+    Params { records, quick }
+}
+
+/// Child mode: run one suite for one configuration and write the figures as JSON.
+fn child(cli: &Cli) -> Result<()> {
+    let cfg = engines::config(cli.config.as_deref().context("--config missing")?)?;
+    let suite_name = cli.suite.as_deref().context("--suite missing")?;
+    let suite = Suite::parse(suite_name).context("unknown suite")?;
+    let dir = cli.dir.clone().context("--dir missing")?;
+    let result_file = cli.result_file.clone().context("--result-file missing")?;
+    let p = params(cli);
+    let start = Instant::now();
+    let mut out = workloads::run(suite, cfg, &dir, &p)?;
+    let rss = system::peak_rss_bytes();
+    out.figures.push(Figure {
+        id: "peak_rss".into(),
+        label: "peak RSS of the process (VmHWM)".into(),
+        unit: Unit::MiB,
+        value: rss as f64 / (1u64 << 20) as f64,
+        ops: 0,
+        secs: 0.0,
+    });
+    let record = RunRecord {
+        config: cfg.id.into(),
+        engine: cfg.engine.into(),
+        column: cfg.column.into(),
+        class: cfg.class,
+        suite,
+        records: p.records,
+        figures: out.figures,
+        latencies: out.latencies,
+        wall_secs: start.elapsed().as_secs_f64(),
+    };
+    std::fs::write(&result_file, serde_json::to_vec_pretty(&record)?)?;
+    Ok(())
+}
+
+fn selected_configs(cli: &Cli) -> Result<Vec<&'static Config>> {
+    for e in &cli.engines {
+        if !CONFIGS.iter().any(|c| c.engine == e) {
+            bail!("unknown engine {e:?}");
+        }
+    }
+    for id in &cli.configs {
+        engines::config(id)?;
+    }
+    Ok(CONFIGS
+        .iter()
+        .filter(|c| engines::compiled_in(c.engine))
+        .filter(|c| cli.engines.is_empty() || cli.engines.iter().any(|e| e == c.engine))
+        .filter(|c| cli.configs.is_empty() || cli.configs.iter().any(|id| id == c.id))
+        .collect())
+}
+
+fn parent(cli: &Cli) -> Result<()> {
+    let p = params(cli);
+    let root = cli
+        .dir
+        .clone()
+        .unwrap_or_else(|| workspace_root().join("target/bench-data"));
+    std::fs::create_dir_all(&root)?;
+    let root = std::fs::canonicalize(&root)?;
+    if system::is_ram_fs(&root) {
+        eprintln!(
+            "WARNING: {} is on a RAM file system; flushes cost nothing there and the durable \
+             figures mean nothing. Use --dir on a real disk.",
+            root.display()
+        );
+    }
+    let out = cli
+        .out
+        .clone()
+        .unwrap_or_else(|| workspace_root().join("docs/bench"));
+    let suites: Vec<Suite> = if cli.suites.is_empty() {
+        Suite::ALL.to_vec()
+    } else {
+        cli.suites
+            .iter()
+            .map(|s| Suite::parse(s).with_context(|| format!("unknown suite {s:?}")))
+            .collect::<Result<_>>()?
+    };
+    let configs = selected_configs(cli)?;
+    if configs.is_empty() {
+        bail!("no configuration selected");
+    }
+    let exe = std::env::current_exe()?;
+    let total = suites.len() * configs.len();
+    let start = Instant::now();
+    let mut runs = Vec::new();
+    let mut failures = Vec::new();
+    eprintln!(
+        "cairn-bench: set {}, N = {}, {} suites x {} configurations, data in {}",
+        cli.set,
+        report::group_digits(p.records),
+        suites.len(),
+        configs.len(),
+        root.display()
+    );
+    let mut done = 0;
+    for &suite in &suites {
+        for cfg in &configs {
+            done += 1;
+            eprint!("[{done:2}/{total}] {:8} {:15} ", suite.id(), cfg.id);
+            let t = Instant::now();
+            let mut reps = Vec::new();
+            let mut error = None;
+            for rep in 0..cli.repeat.max(1) {
+                match spawn_child(&exe, cli, cfg, suite, &root, rep) {
+                    Ok(r) => reps.push(r),
+                    Err(e) => {
+                        error = Some(format!("{e:#}"));
+                        break;
+                    }
+                }
+            }
+            match error {
+                None => {
+                    eprintln!("{:6.1} s", t.elapsed().as_secs_f64());
+                    runs.push(median(reps));
+                }
+                Some(e) => {
+                    eprintln!("FAILED: {e}");
+                    failures.push(Failure {
+                        config: cfg.id.into(),
+                        column: cfg.column.into(),
+                        class: cfg.class,
+                        suite,
+                        error: e,
+                    });
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(&root);
+    let cairn = if !engines::compiled_in("cairn") {
+        "not measured: this binary was built without the `cairn` feature (bench/run.sh turns \
+         it off when `cargo check -p cairn` fails, i.e. while the engine does not compile)."
+            .to_string()
+    } else if failures.iter().any(|f| f.column == "Cairn") {
+        "measured, but some runs failed (see Failures).".to_string()
+    } else if configs.iter().any(|c| c.engine == "cairn") {
+        "measured (crates/cairn of this workspace).".to_string()
+    } else {
+        "not selected for this run.".to_string()
+    };
+    let results = Results {
+        set: cli.set.clone(),
+        records: p.records,
+        repeat: cli.repeat.max(1),
+        date: system::now_utc(),
+        command: command_line(),
+        machine: system::Machine::detect(&root),
+        versions: engines::versions()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+        cairn,
+        configs: configs
+            .iter()
+            .map(|c| ConfigInfo {
+                id: c.id.into(),
+                column: c.column.into(),
+                class: c.class,
+                flags: c.flags.into(),
+            })
+            .collect(),
+        runs,
+        failures,
+        total_secs: start.elapsed().as_secs_f64(),
+    };
+    publish(&results, &out, cli.no_plots)?;
+    if !results.failures.is_empty() {
+        bail!(
+            "{} run(s) failed; see {}",
+            results.failures.len(),
+            out.join("results.md").display()
+        );
+    }
+    Ok(())
+}
+
+/// Writes results.json, results.md and the plots, and prints the tables.
+fn publish(results: &Results, out: &Path, no_plots: bool) -> Result<()> {
+    std::fs::create_dir_all(out)?;
+    std::fs::write(
+        out.join("results.json"),
+        serde_json::to_vec_pretty(results)?,
+    )?;
+    std::fs::write(out.join("results.md"), report::markdown(results))?;
+    println!("{}", report::tables(results));
+    println!("Cairn vs best: above 1.00x Cairn is better (ops/s: Cairn / best peer; µs, MiB: best peer / Cairn).");
+    if !no_plots {
+        match plot::write_all(results, out) {
+            Ok(files) => eprintln!("wrote {} plots to {}", files.len(), out.display()),
+            Err(e) => eprintln!("WARNING: plots not drawn: {e:#}"),
+        }
+    }
+    eprintln!(
+        "wrote {} and results.json",
+        out.join("results.md").display()
+    );
+    Ok(())
+}
+
+fn command_line() -> String {
+    match std::env::var("CAIRN_BENCH_COMMAND") {
+        Ok(c) => c,
+        Err(_) => {
+            let args: Vec<String> = std::env::args().skip(1).collect();
+            format!("cairn-bench {}", args.join(" "))
+        }
+    }
+}
+
+/// Where a failed child leaves its error message.
+fn error_file(result_file: &Path) -> PathBuf {
+    result_file.with_extension("error")
+}
+
+/// Runs one child process and reads its record back.
+fn spawn_child(
+    exe: &Path,
+    cli: &Cli,
+    cfg: &Config,
+    suite: Suite,
+    root: &Path,
+    rep: u32,
+) -> Result<RunRecord> {
+    let dir = root.join(format!("{}.{}.{rep}", cfg.id, suite.id()));
+    let result_file = root.join(format!("{}.{}.{rep}.json", cfg.id, suite.id()));
+    let _ = std::fs::remove_file(&result_file);
+    let _ = std::fs::remove_file(error_file(&result_file));
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    std::fs::create_dir_all(&dir)?;
+    let p = params(cli);
+    let mut child = Command::new(exe)
+        .arg(&cli.set)
+        .args(["--child", "--config", cfg.id, "--suite", suite.id()])
+        .args(["--records", &p.records.to_string()])
+        .arg("--dir")
+        .arg(&dir)
+        .arg("--result-file")
+        .arg(&result_file)
+        .spawn()
+        .context("spawning the child process")?;
+    let deadline = Instant::now() + Duration::from_secs(cli.timeout);
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = std::fs::remove_dir_all(&dir);
+            bail!("timed out after {} s", cli.timeout);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    // Write back what the child left dirty, so that it does not slow the next child's flushes.
+    // SAFETY: sync(2) has no preconditions.
+    unsafe { libc::sync() };
+    if !status.success() {
+        match std::fs::read_to_string(error_file(&result_file)) {
+            Ok(msg) => {
+                let _ = std::fs::remove_file(error_file(&result_file));
+                bail!("{msg}");
+            }
+            Err(_) => bail!("child exited with {status}"),
+        }
+    }
+    let text = std::fs::read_to_string(&result_file).context("reading the child's result")?;
+    let _ = std::fs::remove_file(&result_file);
+    Ok(serde_json::from_str(&text)?)
+}
+
+/// Combines repeated runs: each figure and latency percentile is the median of the runs.
+fn median(mut reps: Vec<RunRecord>) -> RunRecord {
+    if reps.len() == 1 {
+        return reps.pop().unwrap();
+    }
+    let mid = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let mut base = reps[0].clone();
+    for f in &mut base.figures {
+        let values = reps
+            .iter()
+            .filter_map(|r| r.figure(&f.id))
+            .map(|x| x.value)
+            .collect();
+        f.value = mid(values);
+    }
+    for l in &mut base.latencies {
+        let same: Vec<_> = reps
+            .iter()
+            .filter_map(|r| r.latencies.iter().find(|x| x.id == l.id))
+            .collect();
+        l.mean = mid(same.iter().map(|x| x.mean).collect());
+        l.p50 = mid(same.iter().map(|x| x.p50).collect());
+        l.p90 = mid(same.iter().map(|x| x.p90).collect());
+        l.p99 = mid(same.iter().map(|x| x.p99).collect());
+        l.p999 = mid(same.iter().map(|x| x.p999).collect());
+        l.max = mid(same.iter().map(|x| x.max).collect());
+    }
+    base.wall_secs = reps.iter().map(|r| r.wall_secs).sum();
+    base
+}
