@@ -94,7 +94,7 @@ impl Walker<'_> {
         self.mark(pg, 1, name);
         self.report.tree_pages += 1;
         let n = p.nkeys();
-        if n == 0 {
+        if n == 0 && !(level == 1 && p.is_leaf()) {
             return Err(Error::corrupted(format!("page {pg} is empty")));
         }
         let first = usize::from(!p.is_leaf());

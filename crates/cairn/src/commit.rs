@@ -19,7 +19,7 @@ use crate::format::{self, KeyCmp, Meta, WrittenRun, META_INLINE_RUNS, META_SLOTS
 use crate::txn::RwTxn;
 use std::sync::atomic::Ordering;
 
-const MAX_ROUNDS: usize = 64;
+const MAX_ROUNDS: usize = 1000;
 
 impl RwTxn<'_> {
     /// Commits: atomic, and durable before returning in [`Durability::Durable`] mode.
@@ -215,7 +215,7 @@ impl RwTxn<'_> {
                         btree::insert::put(self, &mut rec, &KeyCmp::Bytes, &run_key(k), Some(&v), v.len(), btree::insert::Mode::Upsert)?;
                     }
                     None => {
-                        btree::delete::delete(self, &mut rec, &KeyCmp::Bytes, &run_key(k))?;
+                        btree::delete::delete_with(self, &mut rec, &KeyCmp::Bytes, &run_key(k), false)?;
                     }
                 }
                 self.free_rec = rec;

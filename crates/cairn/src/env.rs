@@ -145,7 +145,7 @@ impl EnvOptions {
         let lock_file = crate::lock::LockFile::open(&lock, self.read_only)?;
         let reserve = self.max_size.map_or(self.reserve, |m| m.min(self.reserve).max(1 << 20));
         let storage = FileStorage::new(file, data.display().to_string(), reserve)?;
-        let mut env = Env::with_storage(Box::new(storage), self)?;
+        let mut env = Env::with_storage(Arc::new(storage), self)?;
         Arc::get_mut(&mut env.inner).expect("fresh").lock = Some(lock_file);
         Arc::get_mut(&mut env.inner).expect("fresh").path = Some(path.to_path_buf());
         Ok(env)
@@ -173,7 +173,7 @@ pub(crate) struct WriterState {
 }
 
 pub(crate) struct EnvInner {
-    pub storage: Box<dyn Storage>,
+    pub storage: std::sync::Arc<dyn Storage>,
     pub page_size: usize,
     pub opts: EnvOptions,
     pub shared: Shared,
@@ -231,7 +231,7 @@ impl Env {
     }
 
     /// Opens an environment over a given storage (the simulator, in crash tests).
-    pub fn with_storage(storage: Box<dyn Storage>, opts: EnvOptions) -> Result<Env> {
+    pub fn with_storage(storage: Arc<dyn Storage>, opts: EnvOptions) -> Result<Env> {
         if !format::valid_page_size(opts.page_size) {
             return Err(Error::Invalid(format!(
                 "page size {} (a power of two from 4096 to 65536)",

@@ -28,7 +28,7 @@ impl Position {
         self.stack.clear();
     }
 
-    fn push_edge<S: PageSource + ?Sized>(&mut self, src: &S, mut pgno: u64, last: bool) -> Result<()> {
+    fn push_edge<S: PageSource + ?Sized>(&mut self, src: &S, mut pgno: u64, last: bool) -> Result<bool> {
         loop {
             if self.stack.len() >= MAX_DEPTH {
                 return Err(Error::corrupted("tree deeper than the depth limit"));
@@ -36,12 +36,16 @@ impl Position {
             let p = tree_page(src, pgno)?;
             let n = p.nkeys();
             if n == 0 {
+                // Only a root leaf may be empty (the free tree keeps one).
+                if self.stack.is_empty() && p.is_leaf() {
+                    return Ok(false);
+                }
                 return Err(Error::corrupted(format!("page {pgno}: empty page inside a tree")));
             }
             let i = if last { n - 1 } else { 0 };
             self.stack.push((pgno, i));
             if p.is_leaf() {
-                return Ok(());
+                return Ok(true);
             }
             pgno = p.child(i)?;
         }
@@ -53,8 +57,7 @@ impl Position {
         if rec.root == 0 {
             return Ok(false);
         }
-        self.push_edge(src, rec.root, false)?;
-        Ok(true)
+        self.push_edge(src, rec.root, false)
     }
 
     /// Moves to the last entry; false if the tree is empty.
@@ -63,8 +66,7 @@ impl Position {
         if rec.root == 0 {
             return Ok(false);
         }
-        self.push_edge(src, rec.root, true)?;
-        Ok(true)
+        self.push_edge(src, rec.root, true)
     }
 
     /// Moves to the first entry >= `key`; returns (found any, exact match).
@@ -141,8 +143,7 @@ impl Position {
             if let Some(j) = moved {
                 self.stack.last_mut().expect("nonempty").1 = j;
                 let child = p.child(j)?;
-                self.push_edge(src, child, !fwd)?;
-                return Ok(true);
+                return self.push_edge(src, child, !fwd);
             }
             self.stack.pop();
         }

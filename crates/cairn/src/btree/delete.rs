@@ -7,6 +7,13 @@ use crate::format::{self, DbRecord, KeyCmp, PageMut, KIND_BRANCH, KIND_LEAF};
 
 /// Deletes `key`; false if it was absent (nothing is touched then).
 pub fn delete<W: PageWriter + ?Sized>(w: &mut W, rec: &mut DbRecord, cmp: &KeyCmp, key: &[u8]) -> Result<bool> {
+    delete_with(w, rec, cmp, key, true)
+}
+
+/// Deletes `key`; with `merge` false, pages are merged only when they become empty (the free
+/// tree's own updates at commit use this, so that merging and splitting cannot take turns
+/// forever while the free set is being persisted).
+pub fn delete_with<W: PageWriter + ?Sized>(w: &mut W, rec: &mut DbRecord, cmp: &KeyCmp, key: &[u8], merge: bool) -> Result<bool> {
     match search::find_leaf(w, rec, cmp, key)? {
         Some((_, _, true)) => {}
         _ => return Ok(false),
@@ -35,7 +42,7 @@ pub fn delete<W: PageWriter + ?Sized>(w: &mut W, rec: &mut DbRecord, cmp: &KeyCm
     if !exact {
         return Err(Error::corrupted("key vanished between search and delete"));
     }
-    remove_at(w, rec, cmp, path, pg, i)?;
+    remove_at(w, rec, cmp, path, pg, i, merge)?;
     Ok(true)
 }
 
@@ -47,6 +54,7 @@ pub fn remove_at<W: PageWriter + ?Sized>(
     path: Vec<(u64, usize)>,
     pg: u64,
     i: usize,
+    merge: bool,
 ) -> Result<()> {
     let ps = w.page_size();
     let n = tree_page(w, pg)?.node(i)?;
@@ -58,7 +66,7 @@ pub fn remove_at<W: PageWriter + ?Sized>(
     }
     PageMut::new(w.page_mut(pg)?).remove(i);
     rec.entries = rec.entries.saturating_sub(1);
-    rebalance(w, rec, cmp, path, pg)
+    rebalance(w, rec, cmp, path, pg, merge)
 }
 
 /// Restores the fill invariants from `pg` upward.
@@ -68,6 +76,7 @@ fn rebalance<W: PageWriter + ?Sized>(
     cmp: &KeyCmp,
     mut path: Vec<(u64, usize)>,
     mut pg: u64,
+    merge: bool,
 ) -> Result<()> {
     let ps = w.page_size();
     let hint = hinted(cmp);
@@ -78,7 +87,9 @@ fn rebalance<W: PageWriter + ?Sized>(
         let kind = if leaf { KIND_LEAF } else { KIND_BRANCH };
         let Some(&(parent, idx)) = path.last() else {
             // The root: an empty leaf empties the tree, a branch with one child steps down.
-            if leaf && nk == 0 {
+            // Without merging (the free tree at commit), an empty root leaf stays: freeing it
+            // would change the free set it records, and the tree would need it again.
+            if leaf && nk == 0 && merge {
                 w.free(pg, 1)?;
                 count_page(rec, KIND_LEAF, -1);
                 rec.root = 0;
@@ -94,7 +105,7 @@ fn rebalance<W: PageWriter + ?Sized>(
             }
             return Ok(());
         };
-        if nk > 0 && p.used_bytes()? >= ps / 4 {
+        if nk > 0 && (!merge || p.used_bytes()? >= ps / 4) {
             return Ok(());
         }
         // Merge with a sibling: the right page of the pair is absorbed by the left one.
