@@ -4,9 +4,14 @@ use cairn::{Durability, Env, PutFlags};
 use std::time::Instant;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let n: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
+    let n: u64 = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1_000_000);
     let dir = tempfile::tempdir()?;
-    let env = Env::options().durability(Durability::Durable).open(dir.path())?;
+    let env = Env::options()
+        .durability(Durability::Durable)
+        .open(dir.path())?;
     let db = env.main_db();
     let value = [0x5au8; 100];
 
@@ -41,10 +46,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let rate = |d: std::time::Duration| n as f64 / d.as_secs_f64();
     println!("Cairn demo: {n} records, 16-byte keys, 100-byte values, one durable commit");
-    println!("  load (sorted, append mode) {:>8.0} ms  {:>12.0} records/s", load.as_secs_f64() * 1e3, rate(load));
-    println!("  random reads               {:>8.0} ms  {:>12.0} reads/s  ({found} found)", random.as_secs_f64() * 1e3, rate(random));
-    println!("  full scan                  {:>8.0} ms  {:>12.0} records/s ({scanned} seen)", scan.as_secs_f64() * 1e3, rate(scan));
-    println!("  file size {:.1} MiB, checker: {} pages walked, {}", info.file_size as f64 / 1048576.0, report.tree_pages, if report.is_ok() { "no problem" } else { "PROBLEMS" });
+    println!(
+        "  load (sorted, append mode) {:>8.0} ms  {:>12.0} records/s",
+        load.as_secs_f64() * 1e3,
+        rate(load)
+    );
+    println!(
+        "  random reads               {:>8.0} ms  {:>12.0} reads/s  ({found} found)",
+        random.as_secs_f64() * 1e3,
+        rate(random)
+    );
+    println!(
+        "  full scan                  {:>8.0} ms  {:>12.0} records/s ({scanned} seen)",
+        scan.as_secs_f64() * 1e3,
+        rate(scan)
+    );
+    println!(
+        "  file size {:.1} MiB, checker: {} pages walked, {}",
+        info.file_size as f64 / 1048576.0,
+        report.tree_pages,
+        if report.is_ok() {
+            "no problem"
+        } else {
+            "PROBLEMS"
+        }
+    );
     if found != n || scanned != n || !report.is_ok() {
         return Err("demo found a problem".into());
     }

@@ -46,7 +46,11 @@ impl Run {
             a.copy_from_slice(&b[i..i + 8]);
             u64::from_le_bytes(a)
         };
-        Some(Run { len: g(0), birth: g(8), freed: g(16) })
+        Some(Run {
+            len: g(0),
+            birth: g(8),
+            freed: g(16),
+        })
     }
 }
 
@@ -172,7 +176,14 @@ impl FreeState {
         let r = self.runs[&start];
         self.set(start, None);
         if r.len > n {
-            self.set(start + n, Some(Run { len: r.len - n, birth: 0, freed: 0 }));
+            self.set(
+                start + n,
+                Some(Run {
+                    len: r.len - n,
+                    birth: 0,
+                    freed: 0,
+                }),
+            );
         }
         Some(start)
     }
@@ -192,7 +203,14 @@ impl FreeState {
                 len += nr.len;
             }
         }
-        self.set(start, Some(Run { len, birth: 0, freed: 0 }));
+        self.set(
+            start,
+            Some(Run {
+                len,
+                birth: 0,
+                freed: 0,
+            }),
+        );
     }
 
     /// Adds pages born by `birth` and freed by the transaction `freed`.
@@ -200,7 +218,13 @@ impl FreeState {
         // Extend a run of the same interval that ends right here.
         if let Some((&ps, &pr)) = self.runs.range(..start).next_back() {
             if pr.freed == freed && pr.birth == birth && ps + pr.len == start {
-                self.set(ps, Some(Run { len: pr.len + len, ..pr }));
+                self.set(
+                    ps,
+                    Some(Run {
+                        len: pr.len + len,
+                        ..pr
+                    }),
+                );
                 return;
             }
         }
@@ -244,9 +268,12 @@ impl FreeState {
 
     /// Pages freed but still visible to some snapshot.
     pub fn pending_pages(&self) -> u64 {
-        self.pending.values().flatten().map(|s| self.runs[s].len).sum()
+        self.pending
+            .values()
+            .flatten()
+            .map(|s| self.runs[s].len)
+            .sum()
     }
-
 }
 
 #[cfg(test)]
@@ -258,13 +285,27 @@ mod tests {
         let mut f = FreeState::default();
         f.add_reusable(10, 2);
         f.add_reusable(12, 3);
-        assert_eq!(f.get(10), Some(Run { len: 5, birth: 0, freed: 0 }));
+        assert_eq!(
+            f.get(10),
+            Some(Run {
+                len: 5,
+                birth: 0,
+                freed: 0
+            })
+        );
         let mark = f.mark();
         assert_eq!(f.alloc(1), Some(10));
         assert_eq!(f.alloc(3), Some(11));
         assert_eq!(f.reusable_pages(), 1);
         f.rollback(mark);
-        assert_eq!(f.get(10), Some(Run { len: 5, birth: 0, freed: 0 }));
+        assert_eq!(
+            f.get(10),
+            Some(Run {
+                len: 5,
+                birth: 0,
+                freed: 0
+            })
+        );
         assert_eq!(f.reusable_pages(), 5);
     }
 

@@ -52,8 +52,14 @@ impl Walker<'_> {
         for p in pg..pg + span {
             match self.seen.get_mut(p as usize) {
                 Some(s) if *s == 0 => *s = 1,
-                Some(_) => self.report.problems.push(format!("page {p} ({what}) is used twice")),
-                None => self.report.problems.push(format!("page {p} ({what}) is past the end")),
+                Some(_) => self
+                    .report
+                    .problems
+                    .push(format!("page {p} ({what}) is used twice")),
+                None => self
+                    .report
+                    .problems
+                    .push(format!("page {p} ({what}) is past the end")),
             }
         }
     }
@@ -73,23 +79,44 @@ impl Walker<'_> {
         if !same {
             self.report.problems.push(format!(
                 "{name}: record says {} entries / {}+{}+{} pages, tree has {} / {}+{}+{}",
-                rec.entries, rec.branch_pages, rec.leaf_pages, rec.overflow_pages,
-                counts.entries, counts.branch_pages, counts.leaf_pages, counts.overflow_pages
+                rec.entries,
+                rec.branch_pages,
+                rec.leaf_pages,
+                rec.overflow_pages,
+                counts.entries,
+                counts.branch_pages,
+                counts.leaf_pages,
+                counts.overflow_pages
             ));
         }
         self.report.entries += counts.entries;
     }
 
     #[allow(clippy::too_many_arguments, reason = "a recursive walk's state")]
-    fn node(&mut self, name: &str, pg: u64, cmp: &KeyCmp, lo: Option<&[u8]>, hi: Option<&[u8]>, level: u16, depth: u16, c: &mut DbRecord) -> Result<()> {
+    fn node(
+        &mut self,
+        name: &str,
+        pg: u64,
+        cmp: &KeyCmp,
+        lo: Option<&[u8]>,
+        hi: Option<&[u8]>,
+        level: u16,
+        depth: u16,
+        c: &mut DbRecord,
+    ) -> Result<()> {
         if usize::from(level) > MAX_DEPTH || level > depth {
-            return Err(Error::corrupted(format!("page {pg} deeper than the record's depth {depth}")));
+            return Err(Error::corrupted(format!(
+                "page {pg} deeper than the record's depth {depth}"
+            )));
         }
         let b = self.src.page(pg)?;
         format::verify_page(b, pg, None)?;
         let p = format::Page::new(b, pg)?;
         if p.txnid() > self.src.meta.txnid {
-            return Err(Error::corrupted(format!("page {pg} written by a future transaction {}", p.txnid())));
+            return Err(Error::corrupted(format!(
+                "page {pg} written by a future transaction {}",
+                p.txnid()
+            )));
         }
         self.mark(pg, 1, name);
         self.report.tree_pages += 1;
@@ -103,24 +130,34 @@ impl Walker<'_> {
             let k = p.key(i)?;
             if let Some(pk) = prev {
                 let o = cmp.cmp(pk, k);
-                let bad = if i == first && lo.is_some() { o == Ordering::Greater } else { o != Ordering::Less };
+                let bad = if i == first && lo.is_some() {
+                    o == Ordering::Greater
+                } else {
+                    o != Ordering::Less
+                };
                 if bad {
                     return Err(Error::corrupted(format!("page {pg}: key {i} out of order")));
                 }
             }
             if let Some(h) = hi {
                 if cmp.cmp(k, h) != Ordering::Less {
-                    return Err(Error::corrupted(format!("page {pg}: key {i} not below its upper bound")));
+                    return Err(Error::corrupted(format!(
+                        "page {pg}: key {i} not below its upper bound"
+                    )));
                 }
             }
             if p.hinted() && !k.starts_with(p.prefix()) {
-                return Err(Error::corrupted(format!("page {pg}: key {i} lacks the page prefix")));
+                return Err(Error::corrupted(format!(
+                    "page {pg}: key {i} lacks the page prefix"
+                )));
             }
             prev = Some(k);
         }
         if p.is_leaf() {
             if level != depth {
-                return Err(Error::corrupted(format!("leaf {pg} at level {level}, depth is {depth}")));
+                return Err(Error::corrupted(format!(
+                    "leaf {pg} at level {level}, depth is {depth}"
+                )));
             }
             c.leaf_pages += 1;
             for i in 0..n {
@@ -141,11 +178,17 @@ impl Walker<'_> {
             }
         } else {
             c.branch_pages += 1;
-            let keys: Vec<Vec<u8>> = (0..n).map(|i| p.key(i).map(<[u8]>::to_vec)).collect::<Result<_>>()?;
+            let keys: Vec<Vec<u8>> = (0..n)
+                .map(|i| p.key(i).map(<[u8]>::to_vec))
+                .collect::<Result<_>>()?;
             for i in 0..n {
                 let child = p.child(i)?;
                 let clo = if i == 0 { lo } else { Some(&keys[i][..]) };
-                let chi = if i + 1 < n { Some(&keys[i + 1][..]) } else { hi };
+                let chi = if i + 1 < n {
+                    Some(&keys[i + 1][..])
+                } else {
+                    hi
+                };
                 self.node(name, child, cmp, clo, chi, level + 1, depth, c)?;
             }
         }
@@ -156,7 +199,11 @@ impl Walker<'_> {
 /// Checks a whole snapshot.
 pub(crate) fn check(src: &Snapshot<'_>, env: &EnvInner) -> Result<Report> {
     let m = &src.meta;
-    let mut w = Walker { src, seen: vec![0u8; m.npages as usize], report: Report::default() };
+    let mut w = Walker {
+        src,
+        seen: vec![0u8; m.npages as usize],
+        report: Report::default(),
+    };
     w.mark(0, 1, "meta");
     let main_cmp = crate::db::cmp_for(crate::DbFlags::from_bits_retain(u32::from(m.main.flags)));
     w.tree("main", &m.main, &main_cmp);
@@ -167,8 +214,13 @@ pub(crate) fn check(src: &Snapshot<'_>, env: &EnvInner) -> Result<Report> {
     let mut more = pos.first(src, &m.catalog)?;
     let mut named = Vec::new();
     while more {
-        let (k, v) = pos.current(src)?.ok_or_else(|| Error::corrupted("catalog cursor"))?;
-        named.push((String::from_utf8_lossy(k).into_owned(), DbRecord::decode(v)?));
+        let (k, v) = pos
+            .current(src)?
+            .ok_or_else(|| Error::corrupted("catalog cursor"))?;
+        named.push((
+            String::from_utf8_lossy(k).into_owned(),
+            DbRecord::decode(v)?,
+        ));
         more = pos.next(src)?;
     }
     w.report.databases = named.len() as u64;
@@ -183,20 +235,34 @@ pub(crate) fn check(src: &Snapshot<'_>, env: &EnvInner) -> Result<Report> {
     // Free runs.
     let mut more = pos.first(src, &m.free)?;
     while more {
-        let (k, v) = pos.current(src)?.ok_or_else(|| Error::corrupted("free cursor"))?;
+        let (k, v) = pos
+            .current(src)?
+            .ok_or_else(|| Error::corrupted("free cursor"))?;
         let start = alloc::decode_run_key(k).ok_or_else(|| Error::corrupted("free key"))?;
         let run: Run = Run::decode(v).ok_or_else(|| Error::corrupted("free value"))?;
         if run.len == 0 || start.checked_add(run.len).is_none_or(|e| e > m.npages) {
-            w.report.problems.push(format!("free run {start}+{} out of range", run.len));
+            w.report
+                .problems
+                .push(format!("free run {start}+{} out of range", run.len));
         } else {
             w.mark(start, run.len, "free");
             w.report.free_pages += run.len;
         }
         more = pos.next(src)?;
     }
-    let lost: Vec<u64> = w.seen.iter().enumerate().filter(|(_, &s)| s == 0).map(|(i, _)| i as u64).take(10).collect();
+    let lost: Vec<u64> = w
+        .seen
+        .iter()
+        .enumerate()
+        .filter(|(_, &s)| s == 0)
+        .map(|(i, _)| i as u64)
+        .take(10)
+        .collect();
     if !lost.is_empty() {
-        w.report.problems.push(format!("pages neither used nor free: {lost:?}{}", if lost.len() == 10 { "..." } else { "" }));
+        w.report.problems.push(format!(
+            "pages neither used nor free: {lost:?}{}",
+            if lost.len() == 10 { "..." } else { "" }
+        ));
     }
     let _ = env;
     Ok(w.report)

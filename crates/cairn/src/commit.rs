@@ -36,7 +36,7 @@ impl RwTxn<'_> {
     fn commit_inner(&mut self, mut steady: bool) -> Result<()> {
         self.env.inner.check_usable()?;
         let lazy_unsynced = self.ws().steady < self.base.txnid;
-        if !self.changed && !(steady && lazy_unsynced) {
+        if !self.changed && (!steady || !lazy_unsynced) {
             return Ok(()); // Drop releases the writer state untouched.
         }
         if let Some(limit) = self.env.inner.opts.sync_bytes {
@@ -92,7 +92,9 @@ impl RwTxn<'_> {
             }
             rounds += 1;
             if rounds > MAX_ROUNDS {
-                return Err(soft(Error::corrupted("free list did not converge (internal)")));
+                return Err(soft(Error::corrupted(
+                    "free list did not converge (internal)",
+                )));
             }
         }
         // Fill the list pages (unused trailing ones stay empty).
@@ -130,7 +132,9 @@ impl RwTxn<'_> {
         let slot = self.choose_slot();
         let storage = &*self.env.inner.storage;
         let fatal = |e: Error| (e, true);
-        storage.write_at((slot * SECTOR) as u64, &[&meta.encode()]).map_err(fatal)?;
+        storage
+            .write_at((slot * SECTOR) as u64, &[&meta.encode()])
+            .map_err(fatal)?;
         if steady {
             storage.sync().map_err(fatal)?;
         }
@@ -193,7 +197,15 @@ impl RwTxn<'_> {
                 btree::delete::delete(self, &mut cat, &KeyCmp::Bytes, name.as_bytes())?;
             } else {
                 let v = rec.to_bytes();
-                btree::insert::put(self, &mut cat, &KeyCmp::Bytes, name.as_bytes(), Some(&v), v.len(), btree::insert::Mode::Upsert)?;
+                btree::insert::put(
+                    self,
+                    &mut cat,
+                    &KeyCmp::Bytes,
+                    name.as_bytes(),
+                    Some(&v),
+                    v.len(),
+                    btree::insert::Mode::Upsert,
+                )?;
             }
             self.catalog = cat;
         }
@@ -212,10 +224,24 @@ impl RwTxn<'_> {
                 match self.ws().free.get(k) {
                     Some(run) => {
                         let v = run.encode();
-                        btree::insert::put(self, &mut rec, &KeyCmp::Bytes, &run_key(k), Some(&v), v.len(), btree::insert::Mode::Upsert)?;
+                        btree::insert::put(
+                            self,
+                            &mut rec,
+                            &KeyCmp::Bytes,
+                            &run_key(k),
+                            Some(&v),
+                            v.len(),
+                            btree::insert::Mode::Upsert,
+                        )?;
                     }
                     None => {
-                        btree::delete::delete_with(self, &mut rec, &KeyCmp::Bytes, &run_key(k), false)?;
+                        btree::delete::delete_with(
+                            self,
+                            &mut rec,
+                            &KeyCmp::Bytes,
+                            &run_key(k),
+                            false,
+                        )?;
                     }
                 }
                 self.free_rec = rec;
@@ -247,12 +273,19 @@ impl RwTxn<'_> {
         let mut runs: Vec<WrittenRun> = Vec::new();
         for (p, span, t) in pages {
             if let Some(last) = runs.last_mut() {
-                if last.txnid == t && last.start + u64::from(last.len) == p && u64::from(last.len) + span < u64::from(u32::MAX) {
+                if last.txnid == t
+                    && last.start + u64::from(last.len) == p
+                    && u64::from(last.len) + span < u64::from(u32::MAX)
+                {
                     last.len += span as u32;
                     continue;
                 }
             }
-            runs.push(WrittenRun { start: p, len: span as u32, txnid: t });
+            runs.push(WrittenRun {
+                start: p,
+                len: span as u32,
+                txnid: t,
+            });
         }
         runs
     }

@@ -10,8 +10,15 @@ use std::io::Write;
 use std::path::Path;
 
 pub(crate) fn copy(txn: &RoTxn<'_>, dest: &Path, compact: bool) -> Result<()> {
-    if dest.exists() && std::fs::metadata(dest).map(|m| m.len() > 0 && m.is_file()).unwrap_or(false) {
-        return Err(Error::Invalid(format!("{} exists; a copy needs a new file", dest.display())));
+    if dest.exists()
+        && std::fs::metadata(dest)
+            .map(|m| m.len() > 0 && m.is_file())
+            .unwrap_or(false)
+    {
+        return Err(Error::Invalid(format!(
+            "{} exists; a copy needs a new file",
+            dest.display()
+        )));
     }
     if compact {
         return compact_copy(txn, dest);
@@ -19,20 +26,29 @@ pub(crate) fn copy(txn: &RoTxn<'_>, dest: &Path, compact: bool) -> Result<()> {
     let snap = txn.snapshot();
     let m = &snap.meta;
     let ps = m.page_size as u64;
-    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(dest)
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(dest)
         .map_err(|e| Error::io(format!("creating {}", dest.display()), e))?;
     // The copy's only commit is the snapshot's, marked steady; its pages are all copied, so
     // the runs it lists verify.
-    let meta = Meta { flags: format::MF_STEADY, last_steady: m.txnid, ..m.clone() };
+    let meta = Meta {
+        flags: format::MF_STEADY,
+        last_steady: m.txnid,
+        ..m.clone()
+    };
     let mut page0 = vec![0u8; ps as usize];
     page0[..SECTOR].copy_from_slice(&meta.encode());
-    f.write_all(&page0).map_err(|e| Error::io("writing the copy", e))?;
+    f.write_all(&page0)
+        .map_err(|e| Error::io("writing the copy", e))?;
     let chunk = 256u64;
     let mut pg = 1;
     while pg < m.npages {
         let n = chunk.min(m.npages - pg);
         let b = snap.storage.bytes(pg * ps, (n * ps) as usize)?;
-        f.write_all(b).map_err(|e| Error::io("writing the copy", e))?;
+        f.write_all(b)
+            .map_err(|e| Error::io("writing the copy", e))?;
         pg += n;
     }
     f.sync_all().map_err(|e| Error::io("flushing the copy", e))

@@ -18,9 +18,18 @@ pub struct Cursor<'t> {
     pos: Position,
 }
 
+#[allow(
+    clippy::should_implement_trait,
+    reason = "LMDB's cursor vocabulary; the iterator is Iter"
+)]
 impl<'t> Cursor<'t> {
     pub(crate) fn new(src: &'t dyn PageSource, rec: DbRecord, cmp: KeyCmp) -> Cursor<'t> {
-        Cursor { src, rec, cmp, pos: Position::new() }
+        Cursor {
+            src,
+            rec,
+            cmp,
+            pos: Position::new(),
+        }
     }
 
     fn here(&self) -> Result<Entry<'t>> {
@@ -29,25 +38,41 @@ impl<'t> Cursor<'t> {
 
     /// MDB_FIRST.
     pub fn first(&mut self) -> Result<Entry<'t>> {
-        if self.pos.first(self.src, &self.rec)? { self.here() } else { Ok(None) }
+        if self.pos.first(self.src, &self.rec)? {
+            self.here()
+        } else {
+            Ok(None)
+        }
     }
     /// MDB_LAST.
     pub fn last(&mut self) -> Result<Entry<'t>> {
-        if self.pos.last(self.src, &self.rec)? { self.here() } else { Ok(None) }
+        if self.pos.last(self.src, &self.rec)? {
+            self.here()
+        } else {
+            Ok(None)
+        }
     }
     /// MDB_NEXT (from an unpositioned cursor: the first entry).
     pub fn next(&mut self) -> Result<Entry<'t>> {
         if !self.pos.is_set() {
             return self.first();
         }
-        if self.pos.next(self.src)? { self.here() } else { Ok(None) }
+        if self.pos.next(self.src)? {
+            self.here()
+        } else {
+            Ok(None)
+        }
     }
     /// MDB_PREV (from an unpositioned cursor: the last entry).
     pub fn prev(&mut self) -> Result<Entry<'t>> {
         if !self.pos.is_set() {
             return self.last();
         }
-        if self.pos.prev(self.src)? { self.here() } else { Ok(None) }
+        if self.pos.prev(self.src)? {
+            self.here()
+        } else {
+            Ok(None)
+        }
     }
     /// MDB_SET / MDB_SET_KEY: positions at exactly `key`.
     pub fn set(&mut self, key: &[u8]) -> Result<Entry<'t>> {
@@ -62,7 +87,11 @@ impl<'t> Cursor<'t> {
     /// MDB_SET_RANGE: positions at the first key >= `key`.
     pub fn set_range(&mut self, key: &[u8]) -> Result<Entry<'t>> {
         let (found, _) = self.pos.seek(self.src, &self.rec, &self.cmp, key)?;
-        if found { self.here() } else { Ok(None) }
+        if found {
+            self.here()
+        } else {
+            Ok(None)
+        }
     }
     /// MDB_GET_CURRENT.
     pub fn current(&self) -> Result<Entry<'t>> {
@@ -84,8 +113,24 @@ pub struct Iter<'t> {
 }
 
 impl<'t> Iter<'t> {
-    pub(crate) fn new(src: &'t dyn PageSource, rec: DbRecord, cmp: KeyCmp, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Result<Iter<'t>> {
-        Ok(Iter { src, cmp, front: Position::new(), back: Position::new(), started: (false, false), lo, hi, rec, done: false })
+    pub(crate) fn new(
+        src: &'t dyn PageSource,
+        rec: DbRecord,
+        cmp: KeyCmp,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+    ) -> Result<Iter<'t>> {
+        Ok(Iter {
+            src,
+            cmp,
+            front: Position::new(),
+            back: Position::new(),
+            started: (false, false),
+            lo,
+            hi,
+            rec,
+            done: false,
+        })
     }
 
     fn below_hi(&self, k: &[u8]) -> bool {
@@ -156,14 +201,22 @@ impl<'t> Iter<'t> {
     fn crossed(&self, k: &[u8], forward: bool) -> bool {
         // Stop when the two ends meet.
         let other = if forward { &self.back } else { &self.front };
-        let started = if forward { self.started.1 } else { self.started.0 };
+        let started = if forward {
+            self.started.1
+        } else {
+            self.started.0
+        };
         if !started {
             return false;
         }
         match other.current(self.src) {
             Ok(Some((ok, _))) => {
                 let o = self.cmp.cmp(k, ok);
-                if forward { o != Ordering::Less } else { o != Ordering::Greater }
+                if forward {
+                    o != Ordering::Less
+                } else {
+                    o != Ordering::Greater
+                }
             }
             _ => true,
         }
@@ -229,6 +282,7 @@ pub struct CursorMut<'t, 'env> {
     key: Option<Vec<u8>>,
 }
 
+#[allow(clippy::should_implement_trait, reason = "LMDB's cursor vocabulary")]
 impl<'t, 'env> CursorMut<'t, 'env> {
     pub(crate) fn new(txn: &'t mut RwTxn<'env>, db: Database) -> CursorMut<'t, 'env> {
         CursorMut { txn, db, key: None }
@@ -292,7 +346,9 @@ impl<'t, 'env> CursorMut<'t, 'env> {
     }
     /// MDB_GET_CURRENT.
     pub fn current(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        let Some(k) = self.key.clone() else { return Ok(None) };
+        let Some(k) = self.key.clone() else {
+            return Ok(None);
+        };
         let e = self.txn.get(self.db, &k)?.map(|v| (k.clone(), v.to_vec()));
         Ok(e)
     }
@@ -304,12 +360,18 @@ impl<'t, 'env> CursorMut<'t, 'env> {
     }
     /// MDB_CURRENT: replaces the value at the cursor.
     pub fn put_current(&mut self, value: &[u8]) -> Result<()> {
-        let k = self.key.clone().ok_or_else(|| Error::Invalid("cursor is not positioned".into()))?;
+        let k = self
+            .key
+            .clone()
+            .ok_or_else(|| Error::Invalid("cursor is not positioned".into()))?;
         self.txn.put(self.db, &k, value, PutFlags::empty())
     }
     /// Deletes the entry at the cursor; the cursor then stands before the next entry.
     pub fn del_current(&mut self) -> Result<()> {
-        let k = self.key.clone().ok_or_else(|| Error::Invalid("cursor is not positioned".into()))?;
+        let k = self
+            .key
+            .clone()
+            .ok_or_else(|| Error::Invalid("cursor is not positioned".into()))?;
         if !self.txn.delete(self.db, &k)? {
             return Err(Error::Invalid("cursor entry no longer exists".into()));
         }

@@ -118,12 +118,17 @@ pub(crate) fn cmp_for(flags: DbFlags) -> KeyCmp {
 }
 
 /// Names in a catalog.
-pub(crate) fn catalog_names<S: PageSource + ?Sized>(src: &S, catalog: &DbRecord) -> Result<Vec<String>> {
+pub(crate) fn catalog_names<S: PageSource + ?Sized>(
+    src: &S,
+    catalog: &DbRecord,
+) -> Result<Vec<String>> {
     let mut out = Vec::new();
     let mut pos = Position::new();
     let mut more = pos.first(src, catalog)?;
     while more {
-        let (k, _) = pos.current(src)?.ok_or_else(|| Error::corrupted("catalog cursor"))?;
+        let (k, _) = pos
+            .current(src)?
+            .ok_or_else(|| Error::corrupted("catalog cursor"))?;
         out.push(String::from_utf8_lossy(k).into_owned());
         more = pos.next(src)?;
     }
@@ -149,7 +154,10 @@ pub(crate) fn free_tree<W: PageWriter + ?Sized>(w: &mut W, rec: &DbRecord) -> Re
             let n = p.node(i)?;
             if p.is_leaf() {
                 if n.is_big() {
-                    overflow.push((format::decode_u64(n.val)?, format::overflow_pages(ps, n.vlen as usize)));
+                    overflow.push((
+                        format::decode_u64(n.val)?,
+                        format::overflow_pages(ps, n.vlen as usize),
+                    ));
                 }
             } else {
                 stack.push((format::decode_u64(n.val)?, depth + 1));
@@ -179,7 +187,9 @@ impl EnvInner {
     }
 
     pub(crate) fn db_cmp(&self, idx: usize) -> KeyCmp {
-        self.dbs.read().unwrap_or_else(|p| p.into_inner())[idx].cmp.clone()
+        self.dbs.read().unwrap_or_else(|p| p.into_inner())[idx]
+            .cmp
+            .clone()
     }
 
     pub(crate) fn db_flags(&self, idx: usize) -> DbFlags {
@@ -187,11 +197,17 @@ impl EnvInner {
     }
 
     pub(crate) fn db_name(&self, idx: usize) -> Option<String> {
-        self.dbs.read().unwrap_or_else(|p| p.into_inner())[idx].name.clone()
+        self.dbs.read().unwrap_or_else(|p| p.into_inner())[idx]
+            .name
+            .clone()
     }
 
     pub(crate) fn lookup_db(&self, name: &str) -> Option<usize> {
-        self.dbs.read().unwrap_or_else(|p| p.into_inner()).iter().position(|d| d.name.as_deref() == Some(name))
+        self.dbs
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .position(|d| d.name.as_deref() == Some(name))
     }
 
     pub(crate) fn set_db_flags(&self, idx: usize, flags: DbFlags) {
@@ -208,13 +224,25 @@ impl EnvInner {
                 g[i].flags = flags;
                 g[i].cmp = cmp_for(flags);
             }
-            return Ok(Database { idx: i as u32, env_id: self.id });
+            return Ok(Database {
+                idx: i as u32,
+                env_id: self.id,
+            });
         }
         if g.len() > self.opts.max_dbs as usize {
-            return Err(Error::DbsFull { max: self.opts.max_dbs });
+            return Err(Error::DbsFull {
+                max: self.opts.max_dbs,
+            });
         }
-        g.push(DbInfo { name: Some(name.to_string()), flags, cmp: cmp_for(flags) });
-        Ok(Database { idx: (g.len() - 1) as u32, env_id: self.id })
+        g.push(DbInfo {
+            name: Some(name.to_string()),
+            flags,
+            cmp: cmp_for(flags),
+        });
+        Ok(Database {
+            idx: (g.len() - 1) as u32,
+            env_id: self.id,
+        })
     }
 
     pub(crate) fn put_writer(&self, ws: WriterState) {

@@ -143,7 +143,9 @@ impl EnvOptions {
             .open(&data)
             .map_err(|e| Error::io(format!("opening {}", data.display()), e))?;
         let lock_file = crate::lock::LockFile::open(&lock, self.read_only)?;
-        let reserve = self.max_size.map_or(self.reserve, |m| m.min(self.reserve).max(1 << 20));
+        let reserve = self
+            .max_size
+            .map_or(self.reserve, |m| m.min(self.reserve).max(1 << 20));
         let storage = FileStorage::new(file, data.display().to_string(), reserve)?;
         let mut env = Env::with_storage(Arc::new(storage), self)?;
         Arc::get_mut(&mut env.inner).expect("fresh").lock = Some(lock_file);
@@ -252,10 +254,18 @@ impl Env {
         let page_size = meta.page_size as usize;
         let mut free = FreeState::default();
         load_free(&*storage, &meta, &mut free)?;
-        let steady = if meta.is_steady() { meta.txnid } else { meta.last_steady };
+        let steady = if meta.is_steady() {
+            meta.txnid
+        } else {
+            meta.last_steady
+        };
         // No reader exists yet: only the last steady commit (lazy mode) pins pages. The runs
         // released here stay dirty, so the first commit persists them.
-        let pins: Vec<u64> = if steady < meta.txnid { vec![steady] } else { Vec::new() };
+        let pins: Vec<u64> = if steady < meta.txnid {
+            vec![steady]
+        } else {
+            Vec::new()
+        };
         free.release(&pins);
         free.forget_undo();
         let next_txnid = slots.iter().copied().max().unwrap_or(0).max(meta.txnid) + 1;
@@ -271,7 +281,11 @@ impl Env {
             unsynced_bytes: 0,
             pool: Vec::new(),
         };
-        let main = DbInfo { name: None, flags: DbFlags::empty(), cmp: KeyCmp::Bytes };
+        let main = DbInfo {
+            name: None,
+            flags: DbFlags::empty(),
+            cmp: KeyCmp::Bytes,
+        };
         let env = Env {
             inner: Arc::new(EnvInner {
                 storage,
@@ -290,8 +304,10 @@ impl Env {
         };
         // The main database's flags are stored in its record.
         let rec = env.inner.shared_meta_main()?;
-        env.inner.dbs.write().unwrap_or_else(|p| p.into_inner())[0].flags = DbFlags::from_bits_retain(u32::from(rec.flags));
-        env.inner.dbs.write().unwrap_or_else(|p| p.into_inner())[0].cmp = crate::db::cmp_for(DbFlags::from_bits_retain(u32::from(rec.flags)));
+        env.inner.dbs.write().unwrap_or_else(|p| p.into_inner())[0].flags =
+            DbFlags::from_bits_retain(u32::from(rec.flags));
+        env.inner.dbs.write().unwrap_or_else(|p| p.into_inner())[0].cmp =
+            crate::db::cmp_for(DbFlags::from_bits_retain(u32::from(rec.flags)));
         Ok(env)
     }
 
@@ -312,7 +328,10 @@ impl Env {
 
     /// The unnamed main database.
     pub fn main_db(&self) -> crate::Database {
-        crate::Database { idx: 0, env_id: self.inner.id }
+        crate::Database {
+            idx: 0,
+            env_id: self.inner.id,
+        }
     }
 
     /// Flushes every commit made so far to the disk (useful in [`Durability::Lazy`] mode).
@@ -327,7 +346,9 @@ impl Env {
         let (readers, max) = self.inner.shared.reader_counts();
         let (free_pages, pending_pages) = {
             let g = self.inner.writer.lock().unwrap_or_else(|p| p.into_inner());
-            g.as_ref().map_or((0, 0), |w| (w.free.reusable_pages(), w.free.pending_pages()))
+            g.as_ref().map_or((0, 0), |w| {
+                (w.free.reusable_pages(), w.free.pending_pages())
+            })
         };
         Ok(EnvInfo {
             page_size: self.inner.page_size,
@@ -425,7 +446,9 @@ fn recover(storage: &dyn Storage) -> Result<(Meta, [u64; META_SLOTS])> {
         return Err(if format::has_magic(&head) {
             Error::corrupted(format!("file of {len} bytes is truncated"))
         } else {
-            Error::NotCairn { path: "data file".into() }
+            Error::NotCairn {
+                path: "data file".into(),
+            }
         });
     }
     let mut valid = Vec::new();
@@ -443,15 +466,23 @@ fn recover(storage: &dyn Storage) -> Result<(Meta, [u64; META_SLOTS])> {
         }
     }
     if foreign == META_SLOTS {
-        return Err(Error::NotCairn { path: "data file".into() });
+        return Err(Error::NotCairn {
+            path: "data file".into(),
+        });
     }
     if valid.is_empty() {
         // A version mismatch is reported as such.
         let v = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
         if v != format::FORMAT_VERSION && format::has_magic(&head) {
-            return Err(Error::VersionMismatch { found: v, supported: format::FORMAT_VERSION });
+            return Err(Error::VersionMismatch {
+                found: v,
+                supported: format::FORMAT_VERSION,
+            });
         }
-        return Err(Error::corrupted(format!("no valid commit record ({})", damage.join("; "))));
+        return Err(Error::corrupted(format!(
+            "no valid commit record ({})",
+            damage.join("; ")
+        )));
     }
     valid.sort_by_key(|m| std::cmp::Reverse(m.txnid));
     let ps = valid[0].page_size;
@@ -466,26 +497,41 @@ fn recover(storage: &dyn Storage) -> Result<(Meta, [u64; META_SLOTS])> {
             Err(e) => reasons.push(format!("commit {}: {e}", m.txnid)),
         }
     }
-    Err(Error::corrupted(format!("no commit verifies: {}", reasons.join("; "))))
+    Err(Error::corrupted(format!(
+        "no commit verifies: {}",
+        reasons.join("; ")
+    )))
 }
 
 /// Verifies that every page a commit wrote reached the disk whole.
 pub(crate) fn verify_commit(storage: &dyn Storage, m: &Meta) -> Result<()> {
     let ps = m.page_size as u64;
-    if m.npages.checked_mul(ps).is_none_or(|end| end > storage.len()) {
-        return Err(Error::corrupted(format!("{} pages do not fit in the file", m.npages)));
+    if m.npages
+        .checked_mul(ps)
+        .is_none_or(|end| end > storage.len())
+    {
+        return Err(Error::corrupted(format!(
+            "{} pages do not fit in the file",
+            m.npages
+        )));
     }
     for r in written_runs(storage, m)? {
         let end = r.start.saturating_add(u64::from(r.len));
         if r.len == 0 || r.start == 0 || end > m.npages {
-            return Err(Error::corrupted(format!("written run {}+{} out of range", r.start, r.len)));
+            return Err(Error::corrupted(format!(
+                "written run {}+{} out of range",
+                r.start, r.len
+            )));
         }
         // A run holds whole pages and overflow runs back to back; each is verified alone.
         let mut p = r.start;
         while p < end {
             let id = format::page_id(storage.bytes(p * ps, format::PAGE_FIELDS)?)?;
             if id.span == 0 || p + id.span > end {
-                return Err(Error::corrupted(format!("page {p}: span {} leaves its run", id.span)));
+                return Err(Error::corrupted(format!(
+                    "page {p}: span {} leaves its run",
+                    id.span
+                )));
             }
             let b = storage.bytes(p * ps, (id.span * ps) as usize)?;
             format::verify_page(b, p, Some(r.txnid))?;
@@ -541,19 +587,30 @@ pub(crate) fn list_pages(storage: &dyn Storage, m: &Meta) -> Result<Vec<u64>> {
 
 /// Loads the free tree of a commit.
 fn load_free(storage: &dyn Storage, meta: &Meta, free: &mut FreeState) -> Result<()> {
-    let snap = Snapshot { storage, meta: meta.clone() };
+    let snap = Snapshot {
+        storage,
+        meta: meta.clone(),
+    };
     let mut pos = Position::new();
     let mut more = pos.first(&snap, &meta.free)?;
     let mut n = 0u64;
     while more {
-        let (k, v) = pos.current(&snap)?.ok_or_else(|| Error::corrupted("free tree cursor"))?;
+        let (k, v) = pos
+            .current(&snap)?
+            .ok_or_else(|| Error::corrupted("free tree cursor"))?;
         let start = alloc::decode_run_key(k).ok_or_else(|| Error::corrupted("free tree key"))?;
         let run = alloc::Run::decode(v).ok_or_else(|| Error::corrupted("free tree value"))?;
-        if run.len == 0 || start == 0 || start.checked_add(run.len).is_none_or(|e| e > meta.npages) {
-            return Err(Error::corrupted(format!("free run {start}+{} out of range", run.len)));
+        if run.len == 0 || start == 0 || start.checked_add(run.len).is_none_or(|e| e > meta.npages)
+        {
+            return Err(Error::corrupted(format!(
+                "free run {start}+{} out of range",
+                run.len
+            )));
         }
         if free.overlaps(start, run.len) {
-            return Err(Error::corrupted(format!("free run {start} overlaps another")));
+            return Err(Error::corrupted(format!(
+                "free run {start} overlaps another"
+            )));
         }
         free.load(start, run);
         n += 1;

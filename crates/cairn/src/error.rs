@@ -83,7 +83,9 @@ pub enum Error {
         max: u32,
     },
     /// Every slot of the reader table is taken.
-    #[error("reader table full: all {max} slots are in use (raise it with EnvOptions::max_readers)")]
+    #[error(
+        "reader table full: all {max} slots are in use (raise it with EnvOptions::max_readers)"
+    )]
     ReadersFull {
         /// The limit.
         max: u32,
@@ -118,7 +120,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub(crate) fn io(op: impl Into<String>, source: io::Error) -> Error {
-        Error::Io { op: op.into(), source }
+        Error::Io {
+            op: op.into(),
+            source,
+        }
     }
 
     pub(crate) fn corrupted(what: impl Into<String>) -> Error {

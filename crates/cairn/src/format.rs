@@ -102,7 +102,10 @@ fn put_u64(b: &mut [u8], at: usize, v: u64) {
 /// Reads a little-endian u64 from an 8-byte value area (page numbers, integers in records).
 pub fn decode_u64(b: &[u8]) -> Result<u64> {
     if b.len() != 8 {
-        return Err(Error::corrupted(format!("expected an 8-byte field, found {} bytes", b.len())));
+        return Err(Error::corrupted(format!(
+            "expected an 8-byte field, found {} bytes",
+            b.len()
+        )));
     }
     Ok(get_u64(b, 0))
 }
@@ -178,8 +181,17 @@ pub fn page_id(b: &[u8]) -> Result<PageId> {
         return Err(Error::corrupted("page shorter than its header"));
     }
     let kind = b[H_KIND];
-    let span = if kind == KIND_OVERFLOW { u64::from(get_u32(b, H_UPPER)) } else { 1 };
-    Ok(PageId { pgno: get_u64(b, H_PGNO), txnid: get_u64(b, H_TXNID), kind, span })
+    let span = if kind == KIND_OVERFLOW {
+        u64::from(get_u32(b, H_UPPER))
+    } else {
+        1
+    };
+    Ok(PageId {
+        pgno: get_u64(b, H_PGNO),
+        txnid: get_u64(b, H_TXNID),
+        kind,
+        span,
+    })
 }
 
 /// Verifies a whole page image (all `span` pages for an overflow run) against its checksum,
@@ -187,7 +199,10 @@ pub fn page_id(b: &[u8]) -> Result<PageId> {
 pub fn verify_page(b: &[u8], pgno: u64, txnid: Option<u64>) -> Result<()> {
     let id = page_id(b)?;
     if id.pgno != pgno {
-        return Err(Error::corrupted(format!("page {pgno}: header says page {}", id.pgno)));
+        return Err(Error::corrupted(format!(
+            "page {pgno}: header says page {}",
+            id.pgno
+        )));
     }
     if let Some(t) = txnid {
         if id.txnid != t {
@@ -245,7 +260,10 @@ impl DbRecord {
     /// Decodes 48 bytes; checks only the size (the tree walk checks the rest).
     pub fn decode(b: &[u8]) -> Result<DbRecord> {
         if b.len() != DB_RECORD {
-            return Err(Error::corrupted(format!("database record of {} bytes", b.len())));
+            return Err(Error::corrupted(format!(
+                "database record of {} bytes",
+                b.len()
+            )));
         }
         Ok(DbRecord {
             root: get_u64(b, 0),
@@ -362,7 +380,8 @@ impl Meta {
         put_u64(&mut b, M_LAST_STEADY, self.last_steady);
         put_u64(&mut b, M_LIST_HEAD, self.list_head);
         self.main.encode(&mut b[M_MAIN..M_MAIN + DB_RECORD]);
-        self.catalog.encode(&mut b[M_CATALOG..M_CATALOG + DB_RECORD]);
+        self.catalog
+            .encode(&mut b[M_CATALOG..M_CATALOG + DB_RECORD]);
         self.free.encode(&mut b[M_FREE..M_FREE + DB_RECORD]);
         debug_assert!(self.inline_runs.len() <= META_INLINE_RUNS);
         for (i, r) in self.inline_runs.iter().enumerate() {
@@ -392,7 +411,7 @@ impl Meta {
         let run_count = get_u32(b, M_RUNS);
         let list_head = get_u64(b, M_LIST_HEAD);
         let npages = get_u64(b, M_NPAGES);
-        if npages < 1 || npages > (1u64 << 48) {
+        if !(1..=(1u64 << 48)).contains(&npages) {
             return MetaSlot::Damaged(format!("page count {npages}"));
         }
         let mut inline_runs = Vec::new();
@@ -436,7 +455,11 @@ fn encode_run(b: &mut [u8], r: &WrittenRun) {
 }
 
 fn decode_run(b: &[u8]) -> WrittenRun {
-    WrittenRun { start: get_u64(b, 0), len: get_u32(b, 8), txnid: get_u64(b, 12) }
+    WrittenRun {
+        start: get_u64(b, 0),
+        len: get_u32(b, 8),
+        txnid: get_u64(b, 12),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -461,13 +484,18 @@ pub fn build_list_page(b: &mut [u8], runs: &[WrittenRun], next: u64) {
 /// Reads a verified list page: its runs and the next list page (0 = last).
 pub fn read_list_page(b: &[u8]) -> Result<(Vec<WrittenRun>, u64)> {
     if b[H_KIND] != KIND_LIST {
-        return Err(Error::corrupted(format!("page {} is not a commit-list page", get_u64(b, H_PGNO))));
+        return Err(Error::corrupted(format!(
+            "page {} is not a commit-list page",
+            get_u64(b, H_PGNO)
+        )));
     }
     let n = get_u16(b, H_NKEYS) as usize;
     if n > list_capacity(b.len()) {
         return Err(Error::corrupted("commit-list page holds too many entries"));
     }
-    let runs = (0..n).map(|i| decode_run(&b[PAGE_FIELDS + i * WRITTEN_RUN..])).collect();
+    let runs = (0..n)
+        .map(|i| decode_run(&b[PAGE_FIELDS + i * WRITTEN_RUN..]))
+        .collect();
     Ok((runs, get_u64(b, H_PLEN)))
 }
 
@@ -484,10 +512,13 @@ pub fn init_overflow(b: &mut [u8], span: u32) {
 /// The value bytes of an overflow run of `vlen` bytes, after checking the header.
 pub fn overflow_value(b: &[u8], pgno: u64, vlen: usize) -> Result<&[u8]> {
     if b.len() < PAGE_FIELDS || b[H_KIND] != KIND_OVERFLOW {
-        return Err(Error::corrupted(format!("page {pgno} is not an overflow page")));
+        return Err(Error::corrupted(format!(
+            "page {pgno} is not an overflow page"
+        )));
     }
-    b.get(PAGE_FIELDS..PAGE_FIELDS + vlen)
-        .ok_or_else(|| Error::corrupted(format!("overflow value at page {pgno} runs past its pages")))
+    b.get(PAGE_FIELDS..PAGE_FIELDS + vlen).ok_or_else(|| {
+        Error::corrupted(format!("overflow value at page {pgno} runs past its pages"))
+    })
 }
 
 /// Mutable value area of an overflow run.
@@ -532,7 +563,9 @@ impl<'a> Page<'a> {
     pub fn new(b: &'a [u8], pgno: u64) -> Result<Page<'a>> {
         let kind = b[H_KIND];
         if kind != KIND_BRANCH && kind != KIND_LEAF {
-            return Err(Error::corrupted(format!("page {pgno}: kind {kind} in a tree")));
+            return Err(Error::corrupted(format!(
+                "page {pgno}: kind {kind} in a tree"
+            )));
         }
         let nkeys = get_u16(b, H_NKEYS) as usize;
         let upper = get_u32(b, H_UPPER) as usize;
@@ -593,13 +626,22 @@ impl<'a> Page<'a> {
         let flags = b[off];
         let klen = get_u16(b, off + 1) as usize;
         let vlen = get_u32(b, off + 3);
-        let stored = if flags & NF_BIG != 0 || !self.is_leaf() { OVERFLOW_REF } else { vlen as usize };
+        let stored = if flags & NF_BIG != 0 || !self.is_leaf() {
+            OVERFLOW_REF
+        } else {
+            vlen as usize
+        };
         let kat = off + NODE_HDR;
         let end = kat + klen + stored;
         if end > b.len() {
             return Err(self.bad("node runs past the page"));
         }
-        Ok(Node { flags, key: &b[kat..kat + klen], val: &b[kat + klen..end], vlen })
+        Ok(Node {
+            flags,
+            key: &b[kat..kat + klen],
+            val: &b[kat + klen..end],
+            vlen,
+        })
     }
 
     /// Byte range of node `i`'s stored value area within the page: (start, length).
@@ -737,7 +779,12 @@ impl<'a> NodeIn<'a> {
     }
     /// A node copied from a page.
     pub fn from_node(n: &Node<'a>) -> NodeIn<'a> {
-        NodeIn { flags: n.flags, key: n.key, val: n.val, vlen: n.vlen }
+        NodeIn {
+            flags: n.flags,
+            key: n.key,
+            val: n.val,
+            vlen: n.vlen,
+        }
     }
 }
 
@@ -887,7 +934,11 @@ impl<'a> PageMut<'a> {
         } else {
             0
         };
-        let src = if nk > first { Some(self.view().key(first)?.to_vec()) } else { None };
+        let src = if nk > first {
+            Some(self.view().key(first)?.to_vec())
+        } else {
+            None
+        };
         if let Some(k) = src {
             self.b[H_PREFIX..H_PREFIX + l].copy_from_slice(&k[..l]);
         }
@@ -917,6 +968,9 @@ pub fn common_prefix(a: &[u8], b: &[u8]) -> usize {
 // ---------------------------------------------------------------------------------------------
 // Key orders.
 
+/// A user-supplied key order.
+pub type CmpFn = std::sync::Arc<dyn Fn(&[u8], &[u8]) -> Ordering + Send + Sync>;
+
 /// How a database orders its keys.
 #[derive(Clone)]
 pub enum KeyCmp {
@@ -927,7 +981,7 @@ pub enum KeyCmp {
     /// Native unsigned 32- or 64-bit integers (INTEGERKEY).
     Integer,
     /// A user-supplied order (the C API's mdb_set_compare).
-    Custom(std::sync::Arc<dyn Fn(&[u8], &[u8]) -> Ordering + Send + Sync>),
+    Custom(CmpFn),
 }
 
 impl std::fmt::Debug for KeyCmp {
@@ -956,7 +1010,10 @@ impl KeyCmp {
 }
 
 /// The numeric value of an INTEGERKEY key (checked to be 4 or 8 bytes at put).
-#[allow(clippy::host_endian_bytes, reason = "INTEGERKEY keys are native integers, as in LMDB")]
+#[allow(
+    clippy::host_endian_bytes,
+    reason = "INTEGERKEY keys are native integers, as in LMDB"
+)]
 fn int_key(k: &[u8]) -> u64 {
     match k.len() {
         4 => u64::from(u32::from_ne_bytes([k[0], k[1], k[2], k[3]])),
@@ -966,7 +1023,9 @@ fn int_key(k: &[u8]) -> u64 {
             u64::from_ne_bytes(a)
         }
         // Only reachable with a corrupted file; any total order will do.
-        _ => k.iter().fold(0u64, |acc, &x| acc.wrapping_mul(257).wrapping_add(u64::from(x))),
+        _ => k.iter().fold(0u64, |acc, &x| {
+            acc.wrapping_mul(257).wrapping_add(u64::from(x))
+        }),
     }
 }
 
@@ -983,9 +1042,16 @@ mod tests {
     #[test]
     fn insert_search_and_prefix() {
         let mut b = leaf(4096);
-        let keys: Vec<Vec<u8>> = (0..50u32).map(|i| format!("key{:05}", i * 7).into_bytes()).collect();
+        let keys: Vec<Vec<u8>> = (0..50u32)
+            .map(|i| format!("key{:05}", i * 7).into_bytes())
+            .collect();
         for (i, k) in keys.iter().enumerate().rev() {
-            let n = NodeIn { flags: 0, key: k, val: b"v", vlen: 1 };
+            let n = NodeIn {
+                flags: 0,
+                key: k,
+                val: b"v",
+                vlen: 1,
+            };
             assert!(PageMut::new(&mut b).insert(0, &n).unwrap(), "insert {i}");
         }
         PageMut::new(&mut b).refresh_prefix().unwrap();
@@ -995,16 +1061,32 @@ mod tests {
             assert_eq!(p.lower_bound(k, &KeyCmp::Bytes, 0).unwrap(), (i, true));
             let mut below = k.clone();
             below.push(0);
-            assert_eq!(p.lower_bound(&below, &KeyCmp::Bytes, 0).unwrap(), (i + 1, false));
+            assert_eq!(
+                p.lower_bound(&below, &KeyCmp::Bytes, 0).unwrap(),
+                (i + 1, false)
+            );
         }
         assert_eq!(p.lower_bound(b"a", &KeyCmp::Bytes, 0).unwrap(), (0, false));
         assert_eq!(p.lower_bound(b"z", &KeyCmp::Bytes, 0).unwrap(), (50, false));
         // A key outside the prefix shrinks it and keeps search right.
-        PageMut::new(&mut b).insert(0, &NodeIn { flags: 0, key: b"aaa", val: b"", vlen: 0 }).unwrap();
+        PageMut::new(&mut b)
+            .insert(
+                0,
+                &NodeIn {
+                    flags: 0,
+                    key: b"aaa",
+                    val: b"",
+                    vlen: 0,
+                },
+            )
+            .unwrap();
         let p = Page::new(&b, 0).unwrap();
         assert_eq!(p.prefix(), b"");
         assert_eq!(p.lower_bound(b"aaa", &KeyCmp::Bytes, 0).unwrap(), (0, true));
-        assert_eq!(p.lower_bound(&keys[10], &KeyCmp::Bytes, 0).unwrap(), (11, true));
+        assert_eq!(
+            p.lower_bound(&keys[10], &KeyCmp::Bytes, 0).unwrap(),
+            (11, true)
+        );
     }
 
     #[test]
@@ -1017,10 +1099,20 @@ mod tests {
             last_steady: 7,
             run_count: 1,
             list_head: 0,
-            main: DbRecord { root: 3, entries: 2, leaf_pages: 1, depth: 1, ..Default::default() },
+            main: DbRecord {
+                root: 3,
+                entries: 2,
+                leaf_pages: 1,
+                depth: 1,
+                ..Default::default()
+            },
             catalog: DbRecord::default(),
             free: DbRecord::default(),
-            inline_runs: vec![WrittenRun { start: 3, len: 1, txnid: 7 }],
+            inline_runs: vec![WrittenRun {
+                start: 3,
+                len: 1,
+                txnid: 7,
+            }],
         };
         let mut b = m.encode();
         match Meta::decode(&b) {

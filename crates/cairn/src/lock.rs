@@ -25,10 +25,17 @@ impl LockFile {
             .open(path)
             .or_else(|e| if read_only { File::open(path) } else { Err(e) })
             .map_err(|e| Error::io(format!("opening lock file {}", path.display()), e))?;
-        let kind = if read_only { libc::F_RDLCK } else { libc::F_WRLCK };
+        let kind = if read_only {
+            libc::F_RDLCK
+        } else {
+            libc::F_WRLCK
+        };
         if !ofd_lock(&file, kind)? {
             return Err(Error::io(
-                format!("locking {} (the database is open in another process or handle)", path.display()),
+                format!(
+                    "locking {} (the database is open in another process or handle)",
+                    path.display()
+                ),
                 std::io::Error::from_raw_os_error(libc::EBUSY),
             ));
         }

@@ -42,9 +42,16 @@ impl Map {
             )
         };
         if ptr == libc::MAP_FAILED {
-            return Err(Error::io("mapping the data file", std::io::Error::last_os_error()));
+            return Err(Error::io(
+                "mapping the data file",
+                std::io::Error::last_os_error(),
+            ));
         }
-        Ok(Map { ptr: ptr.cast(), len, writable: false })
+        Ok(Map {
+            ptr: ptr.cast(),
+            len,
+            writable: false,
+        })
     }
 
     /// Reserves `len` bytes of zeroed anonymous memory (the simulated storage's volatile image).
@@ -61,9 +68,16 @@ impl Map {
             )
         };
         if ptr == libc::MAP_FAILED {
-            return Err(Error::io("reserving memory", std::io::Error::last_os_error()));
+            return Err(Error::io(
+                "reserving memory",
+                std::io::Error::last_os_error(),
+            ));
         }
-        Ok(Map { ptr: ptr.cast(), len, writable: true })
+        Ok(Map {
+            ptr: ptr.cast(),
+            len,
+            writable: true,
+        })
     }
 
     /// Length of the reservation.
@@ -75,7 +89,10 @@ impl Map {
     /// The caller guarantees the range is below the file's length (docs/safety.md §2).
     #[inline]
     pub fn slice(&self, off: usize, len: usize) -> &[u8] {
-        assert!(off.checked_add(len).is_some_and(|end| end <= self.len), "map range");
+        assert!(
+            off.checked_add(len).is_some_and(|end| end <= self.len),
+            "map range"
+        );
         // SAFETY: docs/safety.md §2: in bounds of the live reservation (asserted); the memory
         // is initialised (file-backed or zeroed anonymous); no write reaches a range while a
         // slice of it is alive, by the page-lifetime invariant.
@@ -85,7 +102,11 @@ impl Map {
     /// Copies `data` into an anonymous map at `off`.
     pub fn write(&self, off: usize, data: &[u8]) {
         assert!(self.writable, "write to a read-only map");
-        assert!(off.checked_add(data.len()).is_some_and(|end| end <= self.len), "map range");
+        assert!(
+            off.checked_add(data.len())
+                .is_some_and(|end| end <= self.len),
+            "map range"
+        );
         // SAFETY: docs/safety.md §3: in bounds and writable (asserted); the target range holds
         // no page visible to any snapshot, so no live slice overlaps it.
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(off), data.len()) }
@@ -94,7 +115,10 @@ impl Map {
     /// Zeroes `[off, off + len)` of an anonymous map (a simulated truncation).
     pub fn zero(&self, off: usize, len: usize) {
         assert!(self.writable, "write to a read-only map");
-        assert!(off.checked_add(len).is_some_and(|end| end <= self.len), "map range");
+        assert!(
+            off.checked_add(len).is_some_and(|end| end <= self.len),
+            "map range"
+        );
         // SAFETY: docs/safety.md §3, as for `write`.
         unsafe { std::ptr::write_bytes(self.ptr.add(off), 0, len) }
     }
@@ -127,13 +151,21 @@ pub fn pwritev_all(file: &File, mut off: u64, bufs: &[&[u8]]) -> std::io::Result
         let group = &bufs[i..bufs.len().min(i + 512)];
         let iov: Vec<libc::iovec> = group
             .iter()
-            .map(|b| libc::iovec { iov_base: b.as_ptr() as *mut libc::c_void, iov_len: b.len() })
+            .map(|b| libc::iovec {
+                iov_base: b.as_ptr() as *mut libc::c_void,
+                iov_len: b.len(),
+            })
             .collect();
         let total: usize = group.iter().map(|b| b.len()).sum();
         // SAFETY: docs/safety.md §4: every iovec points into a live borrowed buffer of the
         // stated length; pwritev only reads them.
         let n = unsafe {
-            libc::pwritev(file.as_raw_fd(), iov.as_ptr(), iov.len() as libc::c_int, off as libc::off_t)
+            libc::pwritev(
+                file.as_raw_fd(),
+                iov.as_ptr(),
+                iov.len() as libc::c_int,
+                off as libc::off_t,
+            )
         };
         if n < 0 {
             let e = std::io::Error::last_os_error();

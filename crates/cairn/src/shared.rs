@@ -35,7 +35,10 @@ pub struct Shared {
 impl Shared {
     /// A table with `max_readers` slots, publishing `meta` as the current commit.
     pub fn new(max_readers: usize, meta: &Meta) -> Shared {
-        let cell = || MetaCell { seq: AtomicU64::new(0), words: std::array::from_fn(|_| AtomicU64::new(0)) };
+        let cell = || MetaCell {
+            seq: AtomicU64::new(0),
+            words: std::array::from_fn(|_| AtomicU64::new(0)),
+        };
         let s = Shared {
             current: AtomicU64::new(0),
             cells: [cell(), cell(), cell()],
@@ -104,12 +107,15 @@ impl Shared {
     fn claim(&self) -> Result<usize> {
         for (i, s) in self.slots.iter().enumerate() {
             if s.load(Ordering::Relaxed) == 0
-                && s.compare_exchange(0, CLAIMING, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+                && s.compare_exchange(0, CLAIMING, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
             {
                 return Ok(i);
             }
         }
-        Err(Error::ReadersFull { max: self.slots.len() as u32 })
+        Err(Error::ReadersFull {
+            max: self.slots.len() as u32,
+        })
     }
 
     /// Releases a reader slot.

@@ -57,10 +57,18 @@ pub struct FileStorage {
 impl FileStorage {
     /// Wraps an open data file, reserving `reserve` bytes of address space for its map.
     pub fn new(file: File, name: String, reserve: u64) -> Result<FileStorage> {
-        let len = file.metadata().map_err(|e| Error::io(format!("reading the size of {name}"), e))?.len();
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io(format!("reading the size of {name}"), e))?
+            .len();
         let reserve = reserve.max(len);
         let map = Map::file(&file, reserve as usize)?;
-        Ok(FileStorage { file, map, len: AtomicU64::new(len), name })
+        Ok(FileStorage {
+            file,
+            map,
+            len: AtomicU64::new(len),
+            name,
+        })
     }
 
     /// The open file.
@@ -80,7 +88,9 @@ impl FileStorage {
 impl Storage for FileStorage {
     #[inline]
     fn bytes(&self, off: u64, len: usize) -> Result<&[u8]> {
-        let end = off.checked_add(len as u64).ok_or_else(|| Error::corrupted("page offset overflows"))?;
+        let end = off
+            .checked_add(len as u64)
+            .ok_or_else(|| Error::corrupted("page offset overflows"))?;
         if end > self.len.load(Ordering::Acquire) && end > self.refresh_len() {
             return Err(Error::corrupted(format!(
                 "{}: read of bytes {off}..{end} past the end of the file",
@@ -88,7 +98,10 @@ impl Storage for FileStorage {
             )));
         }
         if end > self.map.len() as u64 {
-            return Err(Error::corrupted(format!("{}: read past the mapped range", self.name)));
+            return Err(Error::corrupted(format!(
+                "{}: read past the mapped range",
+                self.name
+            )));
         }
         Ok(self.map.slice(off as usize, len))
     }
@@ -267,7 +280,11 @@ impl SimStorage {
             return self.map.slice(0, g.len as usize).to_vec();
         }
         // The length change may or may not have reached the disk.
-        let len = if rng.below(2) == 0 { g.durable.len() as u64 } else { g.len };
+        let len = if rng.below(2) == 0 {
+            g.durable.len() as u64
+        } else {
+            g.len
+        };
         let mut img = g.durable.clone();
         img.resize(len as usize, 0);
         for (off, data) in &g.pending {
@@ -303,7 +320,7 @@ impl SimStorage {
 }
 
 /// Applies a write to an image, whole or sector by sector at random (a torn write).
-fn apply(img: &mut Vec<u8>, off: u64, data: &[u8], tear: Option<&mut SimRng>) {
+fn apply(img: &mut [u8], off: u64, data: &[u8], tear: Option<&mut SimRng>) {
     let off = off as usize;
     if off >= img.len() {
         return;
@@ -328,9 +345,13 @@ fn apply(img: &mut Vec<u8>, off: u64, data: &[u8], tear: Option<&mut SimRng>) {
 impl Storage for SimStorage {
     #[inline]
     fn bytes(&self, off: u64, len: usize) -> Result<&[u8]> {
-        let end = off.checked_add(len as u64).ok_or_else(|| Error::corrupted("page offset overflows"))?;
+        let end = off
+            .checked_add(len as u64)
+            .ok_or_else(|| Error::corrupted("page offset overflows"))?;
         if end > self.len.load(Ordering::Acquire) {
-            return Err(Error::corrupted(format!("read of bytes {off}..{end} past the end of the file")));
+            return Err(Error::corrupted(format!(
+                "read of bytes {off}..{end} past the end of the file"
+            )));
         }
         Ok(self.map.slice(off as usize, len))
     }

@@ -52,14 +52,18 @@ impl PageSource for Snapshot<'_> {
     #[inline]
     fn page(&self, pgno: u64) -> Result<&[u8]> {
         if pgno >= self.meta.npages || pgno == 0 {
-            return Err(Error::corrupted(format!("page {pgno} outside the snapshot")));
+            return Err(Error::corrupted(format!(
+                "page {pgno} outside the snapshot"
+            )));
         }
         let ps = self.meta.page_size as usize;
         self.storage.bytes(pgno * ps as u64, ps)
     }
     fn pages(&self, pgno: u64, span: u64) -> Result<&[u8]> {
         if pgno == 0 || pgno.checked_add(span).is_none_or(|e| e > self.meta.npages) {
-            return Err(Error::corrupted(format!("pages {pgno}+{span} outside the snapshot")));
+            return Err(Error::corrupted(format!(
+                "pages {pgno}+{span} outside the snapshot"
+            )));
         }
         let ps = self.meta.page_size as u64;
         self.storage.bytes(pgno * ps, (span * ps) as usize)
@@ -67,7 +71,11 @@ impl PageSource for Snapshot<'_> {
 }
 
 /// Looks up a named database's record in a catalog.
-pub(crate) fn catalog_lookup<S: PageSource + ?Sized>(src: &S, catalog: &DbRecord, name: &str) -> Result<Option<DbRecord>> {
+pub(crate) fn catalog_lookup<S: PageSource + ?Sized>(
+    src: &S,
+    catalog: &DbRecord,
+    name: &str,
+) -> Result<Option<DbRecord>> {
     match btree::search::get(src, catalog, &KeyCmp::Bytes, name.as_bytes())? {
         Some(v) => Ok(Some(DbRecord::decode(v)?)),
         None => Ok(None),
@@ -89,7 +97,15 @@ pub struct RoTxn<'env> {
 impl<'env> RoTxn<'env> {
     pub(crate) fn begin(env: &'env Env) -> Result<RoTxn<'env>> {
         let (slot, meta) = env.inner.shared.begin_read()?;
-        Ok(RoTxn { env, snap: Snapshot { storage: &*env.inner.storage, meta }, slot, cache: RefCell::new(Vec::new()) })
+        Ok(RoTxn {
+            env,
+            snap: Snapshot {
+                storage: &*env.inner.storage,
+                meta,
+            },
+            slot,
+            cache: RefCell::new(Vec::new()),
+        })
     }
 
     pub(crate) fn snapshot(&self) -> &Snapshot<'env> {
@@ -111,7 +127,8 @@ impl<'env> RoTxn<'env> {
             return Ok(hit.clone());
         }
         let name = self.env.inner.db_name(idx).ok_or(Error::BadDbi)?;
-        let rec = catalog_lookup(&self.snap, &self.snap.meta.catalog, &name)?.ok_or(Error::BadDbi)?;
+        let rec =
+            catalog_lookup(&self.snap, &self.snap.meta.catalog, &name)?.ok_or(Error::BadDbi)?;
         let hit = (rec, self.env.inner.db_cmp(idx));
         let mut c = self.cache.borrow_mut();
         if c.len() <= idx {
@@ -130,10 +147,17 @@ impl<'env> RoTxn<'env> {
 
     /// Opens an existing named database (None: the main database).
     pub fn open_db(&self, name: Option<&str>) -> Result<Database> {
-        let Some(name) = name else { return Ok(self.env.main_db()) };
+        let Some(name) = name else {
+            return Ok(self.env.main_db());
+        };
         match catalog_lookup(&self.snap, &self.snap.meta.catalog, name)? {
-            Some(rec) => self.env.inner.register_db(name, DbFlags::from_bits_retain(u32::from(rec.flags))),
-            None => Err(Error::DbNotFound { name: name.to_string() }),
+            Some(rec) => self
+                .env
+                .inner
+                .register_db(name, DbFlags::from_bits_retain(u32::from(rec.flags))),
+            None => Err(Error::DbNotFound {
+                name: name.to_string(),
+            }),
         }
     }
 
@@ -152,13 +176,29 @@ impl<'env> RoTxn<'env> {
     /// Iterates over all entries in key order (`.rev()` for descending order).
     pub fn iter(&self, db: Database) -> Result<crate::Iter<'_>> {
         let (rec, cmp) = self.db(db)?;
-        crate::Iter::new(&self.snap, rec, cmp, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)
+        crate::Iter::new(
+            &self.snap,
+            rec,
+            cmp,
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+        )
     }
 
     /// Iterates over the entries whose keys fall in `range`.
-    pub fn range<'k, R: std::ops::RangeBounds<&'k [u8]>>(&self, db: Database, range: R) -> Result<crate::Iter<'_>> {
+    pub fn range<'k, R: std::ops::RangeBounds<&'k [u8]>>(
+        &self,
+        db: Database,
+        range: R,
+    ) -> Result<crate::Iter<'_>> {
         let (rec, cmp) = self.db(db)?;
-        crate::Iter::new(&self.snap, rec, cmp, range.start_bound().cloned().map(<[u8]>::to_vec), range.end_bound().cloned().map(<[u8]>::to_vec))
+        crate::Iter::new(
+            &self.snap,
+            rec,
+            cmp,
+            range.start_bound().cloned().map(<[u8]>::to_vec),
+            range.end_bound().cloned().map(<[u8]>::to_vec),
+        )
     }
 
     /// The names of the named databases, in order.
@@ -247,7 +287,11 @@ impl<'env> RwTxn<'env> {
             npages: base.npages,
             catalog: base.catalog,
             free_rec: base.free,
-            dbs: vec![Some(TxnDb { rec: base.main, dirty: false, deleted: false })],
+            dbs: vec![Some(TxnDb {
+                rec: base.main,
+                dirty: false,
+                deleted: false,
+            })],
             base,
             dirty: PageMap::default(),
             frames: Vec::new(),
@@ -257,7 +301,9 @@ impl<'env> RwTxn<'env> {
     }
 
     pub(crate) fn ws(&mut self) -> &mut WriterState {
-        self.ws.as_mut().expect("writer state present while the transaction lives")
+        self.ws
+            .as_mut()
+            .expect("writer state present while the transaction lives")
     }
 
     /// This transaction's id.
@@ -273,7 +319,11 @@ impl<'env> RwTxn<'env> {
         if self.dbs[idx].is_none() {
             let name = self.env.inner.db_name(idx).ok_or(Error::BadDbi)?;
             let rec = catalog_lookup(self, &self.catalog, &name)?.ok_or(Error::BadDbi)?;
-            self.dbs[idx] = Some(TxnDb { rec, dirty: false, deleted: false });
+            self.dbs[idx] = Some(TxnDb {
+                rec,
+                dirty: false,
+                deleted: false,
+            });
         }
         let d = self.dbs[idx].as_ref().expect("loaded");
         if d.deleted {
@@ -311,19 +361,32 @@ impl<'env> RwTxn<'env> {
     fn check_put(&self, db: Database, flags: DbFlags, key: &[u8], vlen: usize) -> Result<()> {
         let max = format::max_key_size(self.env.inner.page_size);
         if key.len() > max {
-            return Err(Error::KeyTooLarge { len: key.len(), max });
+            return Err(Error::KeyTooLarge {
+                len: key.len(),
+                max,
+            });
         }
         if flags.contains(DbFlags::INTEGER_KEY) && key.len() != 4 && key.len() != 8 {
             return Err(Error::BadIntegerKey { len: key.len() });
         }
         if vlen > format::MAX_VALUE {
-            return Err(Error::ValueTooLarge { len: vlen, max: format::MAX_VALUE });
+            return Err(Error::ValueTooLarge {
+                len: vlen,
+                max: format::MAX_VALUE,
+            });
         }
         let _ = db;
         Ok(())
     }
 
-    fn put_inner(&mut self, db: Database, key: &[u8], val: Option<&[u8]>, vlen: usize, flags: PutFlags) -> Result<()> {
+    fn put_inner(
+        &mut self,
+        db: Database,
+        key: &[u8],
+        val: Option<&[u8]>,
+        vlen: usize,
+        flags: PutFlags,
+    ) -> Result<()> {
         let (idx, mut rec, cmp) = self.db_state(db)?;
         self.check_put(db, self.env.inner.db_flags(idx), key, vlen)?;
         let mode = if flags.contains(PutFlags::APPEND) {
@@ -349,10 +412,17 @@ impl<'env> RwTxn<'env> {
     }
 
     /// Reserves `len` zeroed bytes under `key` and returns them for the caller to fill.
-    pub fn put_reserve(&mut self, db: Database, key: &[u8], len: usize, flags: PutFlags) -> Result<&mut [u8]> {
+    pub fn put_reserve(
+        &mut self,
+        db: Database,
+        key: &[u8],
+        len: usize,
+        flags: PutFlags,
+    ) -> Result<&mut [u8]> {
         self.put_inner(db, key, None, len, flags)?;
         let (_, rec, cmp) = self.db_state(db)?;
-        let (pgno, i, exact) = btree::search::find_leaf(self, &rec, &cmp, key)?.ok_or_else(|| Error::corrupted("reserved key vanished"))?;
+        let (pgno, i, exact) = btree::search::find_leaf(self, &rec, &cmp, key)?
+            .ok_or_else(|| Error::corrupted("reserved key vanished"))?;
         if !exact {
             return Err(Error::corrupted("reserved key vanished"));
         }
@@ -381,7 +451,10 @@ impl<'env> RwTxn<'env> {
         let persistent = flags.persistent();
         let Some(name) = name else {
             let cur = self.dbs[0].as_ref().expect("main").rec;
-            if cur.root == 0 && cur.flags != persistent.bits() as u16 && flags.contains(DbFlags::CREATE) {
+            if cur.root == 0
+                && cur.flags != persistent.bits() as u16
+                && flags.contains(DbFlags::CREATE)
+            {
                 let mut rec = cur;
                 rec.flags = persistent.bits() as u16;
                 self.set_rec(0, rec);
@@ -390,10 +463,17 @@ impl<'env> RwTxn<'env> {
             return Ok(self.env.main_db());
         };
         if name.is_empty() || name.len() > format::max_key_size(self.env.inner.page_size) {
-            return Err(Error::Invalid(format!("database name of {} bytes", name.len())));
+            return Err(Error::Invalid(format!(
+                "database name of {} bytes",
+                name.len()
+            )));
         }
         // Named databases created or deleted by this transaction are in `dbs`.
-        let existing = self.env.inner.lookup_db(name).and_then(|i| self.dbs.get(i).cloned().flatten());
+        let existing = self
+            .env
+            .inner
+            .lookup_db(name)
+            .and_then(|i| self.dbs.get(i).cloned().flatten());
         let rec = match existing {
             Some(d) if !d.deleted => Some(d.rec),
             Some(_) => None,
@@ -402,8 +482,12 @@ impl<'env> RwTxn<'env> {
         match rec {
             Some(rec) => {
                 let stored = DbFlags::from_bits_retain(u32::from(rec.flags));
-                if flags.contains(DbFlags::CREATE) && !persistent.is_empty() && persistent != stored {
-                    return Err(Error::Incompatible { existing: stored.bits(), requested: persistent.bits() });
+                if flags.contains(DbFlags::CREATE) && !persistent.is_empty() && persistent != stored
+                {
+                    return Err(Error::Incompatible {
+                        existing: stored.bits(),
+                        requested: persistent.bits(),
+                    });
                 }
                 let db = self.env.inner.register_db(name, stored)?;
                 let idx = db.idx as usize;
@@ -411,26 +495,41 @@ impl<'env> RwTxn<'env> {
                     self.dbs.resize(idx + 1, None);
                 }
                 if self.dbs[idx].is_none() {
-                    self.dbs[idx] = Some(TxnDb { rec, dirty: false, deleted: false });
+                    self.dbs[idx] = Some(TxnDb {
+                        rec,
+                        dirty: false,
+                        deleted: false,
+                    });
                 }
                 Ok(db)
             }
             None if flags.contains(DbFlags::CREATE) => {
                 let count = crate::db::catalog_names(self, &self.catalog)?.len() as u32;
                 if count >= self.env.inner.opts.max_dbs {
-                    return Err(Error::DbsFull { max: self.env.inner.opts.max_dbs });
+                    return Err(Error::DbsFull {
+                        max: self.env.inner.opts.max_dbs,
+                    });
                 }
                 let db = self.env.inner.register_db(name, persistent)?;
                 let idx = db.idx as usize;
                 if self.dbs.len() <= idx {
                     self.dbs.resize(idx + 1, None);
                 }
-                let rec = DbRecord { flags: persistent.bits() as u16, ..Default::default() };
-                self.dbs[idx] = Some(TxnDb { rec, dirty: true, deleted: false });
+                let rec = DbRecord {
+                    flags: persistent.bits() as u16,
+                    ..Default::default()
+                };
+                self.dbs[idx] = Some(TxnDb {
+                    rec,
+                    dirty: true,
+                    deleted: false,
+                });
                 self.changed = true;
                 Ok(db)
             }
-            None => Err(Error::DbNotFound { name: name.to_string() }),
+            None => Err(Error::DbNotFound {
+                name: name.to_string(),
+            }),
         }
     }
 
@@ -443,7 +542,10 @@ impl<'env> RwTxn<'env> {
     pub fn clear_db(&mut self, db: Database) -> Result<()> {
         let (idx, rec, _) = self.db_state(db)?;
         crate::db::free_tree(self, &rec)?;
-        let empty = DbRecord { flags: rec.flags, ..Default::default() };
+        let empty = DbRecord {
+            flags: rec.flags,
+            ..Default::default()
+        };
         self.set_rec(idx, empty);
         Ok(())
     }
@@ -479,13 +581,29 @@ impl<'env> RwTxn<'env> {
     /// Iterates over all entries in key order (`.rev()` for descending order).
     pub fn iter(&self, db: Database) -> Result<crate::Iter<'_>> {
         let (rec, cmp) = self.db_ro(db)?;
-        crate::Iter::new(self, rec, cmp, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)
+        crate::Iter::new(
+            self,
+            rec,
+            cmp,
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+        )
     }
 
     /// Iterates over the entries whose keys fall in `range`.
-    pub fn range<'k, R: std::ops::RangeBounds<&'k [u8]>>(&self, db: Database, range: R) -> Result<crate::Iter<'_>> {
+    pub fn range<'k, R: std::ops::RangeBounds<&'k [u8]>>(
+        &self,
+        db: Database,
+        range: R,
+    ) -> Result<crate::Iter<'_>> {
         let (rec, cmp) = self.db_ro(db)?;
-        crate::Iter::new(self, rec, cmp, range.start_bound().cloned().map(<[u8]>::to_vec), range.end_bound().cloned().map(<[u8]>::to_vec))
+        crate::Iter::new(
+            self,
+            rec,
+            cmp,
+            range.start_bound().cloned().map(<[u8]>::to_vec),
+            range.end_bound().cloned().map(<[u8]>::to_vec),
+        )
     }
 
     /// The names of the named databases as this transaction sees them.
@@ -505,7 +623,10 @@ impl<'env> RwTxn<'env> {
             changed: self.changed,
         };
         self.frames.push(frame);
-        Ok(Nested { txn: self, done: false })
+        Ok(Nested {
+            txn: self,
+            done: false,
+        })
     }
 
     fn rollback_frame(&mut self) {
@@ -540,10 +661,10 @@ impl<'env> RwTxn<'env> {
     #[inline]
     fn save_for_frame(&mut self, pgno: u64) {
         if let Some(f) = self.frames.last_mut() {
-            if !f.saved.contains_key(&pgno) {
-                let old = self.dirty.get(&pgno).cloned();
-                f.saved.insert(pgno, old);
-            }
+            let dirty = &self.dirty;
+            f.saved
+                .entry(pgno)
+                .or_insert_with(|| dirty.get(&pgno).cloned());
         }
     }
 
@@ -603,7 +724,10 @@ impl PageWriter for RwTxn<'_> {
         let src = self.clean_pages(pgno, 1)?;
         let birth = format::page_id(src)?.txnid;
         let new = self.alloc(1)?;
-        self.dirty.get_mut(&new).expect("just allocated").copy_from_slice(src);
+        self.dirty
+            .get_mut(&new)
+            .expect("just allocated")
+            .copy_from_slice(src);
         self.free_clean(pgno, 1, birth)?;
         Ok(new)
     }
@@ -673,7 +797,9 @@ impl<'env> RwTxn<'env> {
     /// Pages of the committed snapshot this transaction builds on.
     fn clean_pages(&self, pgno: u64, span: u64) -> Result<&'env [u8]> {
         if pgno == 0 || pgno.checked_add(span).is_none_or(|e| e > self.base.npages) {
-            return Err(Error::corrupted(format!("pages {pgno}+{span} outside the snapshot")));
+            return Err(Error::corrupted(format!(
+                "pages {pgno}+{span} outside the snapshot"
+            )));
         }
         let env: &'env Env = self.env;
         let ps = env.inner.page_size as u64;
@@ -684,7 +810,9 @@ impl<'env> RwTxn<'env> {
         let txnid = self.txnid;
         let free: &mut FreeState = &mut self.ws().free;
         if free.overlaps(pgno, span) {
-            return Err(Error::corrupted(format!("page {pgno} freed twice (referenced twice?)")));
+            return Err(Error::corrupted(format!(
+                "page {pgno} freed twice (referenced twice?)"
+            )));
         }
         free.add_pending(pgno, span, birth, txnid);
         self.freed_clean.push(pgno);

@@ -56,7 +56,11 @@ fn one_case(seed: u64, mode: Durability) {
                 w.delete(dbs[d], &k).unwrap();
                 next[d].remove(&k);
             } else {
-                let len = if rng.below(20) == 0 { 3000 + rng.below(20000) as usize } else { rng.below(200) as usize };
+                let len = if rng.below(20) == 0 {
+                    3000 + rng.below(20000) as usize
+                } else {
+                    rng.below(200) as usize
+                };
                 let v = vec![(seed as u8).wrapping_add(t as u8); len];
                 w.put(dbs[d], &k, &v, PutFlags::empty()).unwrap();
                 next[d].insert(k, v);
@@ -64,8 +68,6 @@ fn one_case(seed: u64, mode: Durability) {
         }
         if t == crash_at {
             // Fail this commit part-way: after some writes, or at its flush.
-            let (writes, _) = sim.counters();
-            let _ = writes;
             if rng.below(2) == 0 {
                 sim.inject(Fault::WriteError, rng.below(4));
             } else {
@@ -73,8 +75,7 @@ fn one_case(seed: u64, mode: Durability) {
             }
             let r = w.commit();
             if r.is_ok() && mode == Durability::Durable {
-                acked.push(next.clone());
-                model = next;
+                acked.push(next);
             } else {
                 in_flight = Some(next);
             }
@@ -87,7 +88,8 @@ fn one_case(seed: u64, mode: Durability) {
     let img = sim.crash_image(CrashMode::PowerLoss, &mut rng);
     drop(env);
     let sim2 = Arc::new(SimStorage::from_image(&img, 256 << 20).unwrap());
-    let env2 = Env::with_storage(sim2.clone(), opts(mode)).unwrap_or_else(|e| panic!("seed {seed}: reopen failed: {e}"));
+    let env2 = Env::with_storage(sim2.clone(), opts(mode))
+        .unwrap_or_else(|e| panic!("seed {seed}: reopen failed: {e}"));
     let got = read_all(&env2);
     match mode {
         Durability::Durable => {
@@ -101,10 +103,14 @@ fn one_case(seed: u64, mode: Durability) {
     }
     // The recovered database keeps working.
     let mut w = env2.write_txn().unwrap();
-    w.put(env2.main_db(), b"after", b"crash", PutFlags::empty()).unwrap();
+    w.put(env2.main_db(), b"after", b"crash", PutFlags::empty())
+        .unwrap();
     w.commit().unwrap();
     env2.sync().unwrap();
-    assert!(env2.read_txn().unwrap().check().unwrap().is_ok(), "seed {seed}: checker after recovery write");
+    assert!(
+        env2.read_txn().unwrap().check().unwrap().is_ok(),
+        "seed {seed}: checker after recovery write"
+    );
     let _ = sim2.len();
 }
 
@@ -116,10 +122,19 @@ fn power_loss() {
         one_case(seed, Durability::Lazy);
         return;
     }
-    let n: u64 = std::env::var("CAIRN_CRASHES").ok().and_then(|s| s.parse().ok()).unwrap_or(2000);
-    let base: u64 = std::env::var("CAIRN_BASE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
-    });
+    let n: u64 = std::env::var("CAIRN_CRASHES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2000);
+    let base: u64 = std::env::var("CAIRN_BASE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs()
+        });
     println!("power_loss: {n} crashes per mode from base seed {base}");
     for i in 0..n {
         let seed = base.wrapping_mul(1_000_003).wrapping_add(i);

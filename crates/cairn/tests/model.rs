@@ -60,11 +60,21 @@ fn open(dir: &std::path::Path) -> (Env, Vec<Database>) {
 fn verify(env: &Env, dbs: &[Database], model: &Model) {
     let r = env.read_txn().unwrap();
     for (d, m) in dbs.iter().zip(model) {
-        let got: Vec<(Vec<u8>, Vec<u8>)> = r.iter(*d).unwrap().map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec()))).collect::<Result<_, _>>().unwrap();
+        let got: Vec<(Vec<u8>, Vec<u8>)> = r
+            .iter(*d)
+            .unwrap()
+            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+            .collect::<Result<_, _>>()
+            .unwrap();
         let want: Vec<(Vec<u8>, Vec<u8>)> = m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         assert_eq!(got.len(), want.len());
         assert!(got == want, "contents differ");
-        let back: Vec<Vec<u8>> = r.iter(*d).unwrap().rev().map(|e| e.unwrap().0.to_vec()).collect();
+        let back: Vec<Vec<u8>> = r
+            .iter(*d)
+            .unwrap()
+            .rev()
+            .map(|e| e.unwrap().0.to_vec())
+            .collect();
         let want_back: Vec<Vec<u8>> = m.keys().rev().cloned().collect();
         assert!(back == want_back, "reverse differs");
         for (k, v) in m.iter().take(50) {
@@ -90,7 +100,12 @@ fn run(ops: Vec<Op>) {
 }
 
 /// Runs ops until a Reopen (returns true) or the end (false), with one write txn open.
-fn session(env: &Env, dbs: &[Database], ops: &mut impl Iterator<Item = Op>, committed: &mut Model) -> bool {
+fn session(
+    env: &Env,
+    dbs: &[Database],
+    ops: &mut impl Iterator<Item = Op>,
+    committed: &mut Model,
+) -> bool {
     let mut pending = committed.clone();
     let mut txn = env.write_txn().unwrap();
     for op in ops.by_ref() {
@@ -101,7 +116,10 @@ fn session(env: &Env, dbs: &[Database], ops: &mut impl Iterator<Item = Op>, comm
                 pending[d].insert(k, v);
             }
             Op::Del(d, k) => {
-                assert_eq!(txn.delete(dbs[d], &k).unwrap(), pending[d].remove(&k).is_some());
+                assert_eq!(
+                    txn.delete(dbs[d], &k).unwrap(),
+                    pending[d].remove(&k).is_some()
+                );
             }
             Op::Commit => {
                 txn.commit().unwrap();
@@ -137,7 +155,11 @@ fn session(env: &Env, dbs: &[Database], ops: &mut impl Iterator<Item = Op>, comm
                     child.abort();
                 }
                 for (d, m) in pending.iter().enumerate() {
-                    let got: Vec<Vec<u8>> = txn.iter(dbs[d]).unwrap().map(|e| e.unwrap().0.to_vec()).collect();
+                    let got: Vec<Vec<u8>> = txn
+                        .iter(dbs[d])
+                        .unwrap()
+                        .map(|e| e.unwrap().0.to_vec())
+                        .collect();
                     assert_eq!(got, m.keys().cloned().collect::<Vec<_>>());
                 }
             }
@@ -172,7 +194,8 @@ fn bulk_insert_delete_reuse() {
         let mut w = env.write_txn().unwrap();
         for i in 0..n {
             let k = format!("{:016}", (i.wrapping_mul(2_654_435_761)) % 1_000_000);
-            w.put(db, k.as_bytes(), &[round as u8; 100], PutFlags::empty()).unwrap();
+            w.put(db, k.as_bytes(), &[round as u8; 100], PutFlags::empty())
+                .unwrap();
         }
         w.commit().unwrap();
         let mut w = env.write_txn().unwrap();
@@ -196,12 +219,22 @@ fn append_and_order_errors() {
     let db = env.main_db();
     let mut w = env.write_txn().unwrap();
     for i in 0..10_000u32 {
-        w.put(db, format!("{i:08}").as_bytes(), b"v", PutFlags::APPEND).unwrap();
+        w.put(db, format!("{i:08}").as_bytes(), b"v", PutFlags::APPEND)
+            .unwrap();
     }
-    assert!(matches!(w.put(db, b"00000005", b"v", PutFlags::APPEND), Err(cairn::Error::AppendOrder)));
-    assert!(matches!(w.put(db, b"00000005", b"v", PutFlags::NO_OVERWRITE), Err(cairn::Error::KeyExists)));
+    assert!(matches!(
+        w.put(db, b"00000005", b"v", PutFlags::APPEND),
+        Err(cairn::Error::AppendOrder)
+    ));
+    assert!(matches!(
+        w.put(db, b"00000005", b"v", PutFlags::NO_OVERWRITE),
+        Err(cairn::Error::KeyExists)
+    ));
     let long = vec![1u8; 5000];
-    assert!(matches!(w.put(db, &long, b"v", PutFlags::empty()), Err(cairn::Error::KeyTooLarge { .. })));
+    assert!(matches!(
+        w.put(db, &long, b"v", PutFlags::empty()),
+        Err(cairn::Error::KeyTooLarge { .. })
+    ));
     w.commit().unwrap();
     let r = env.read_txn().unwrap();
     let st = r.stat(db).unwrap();

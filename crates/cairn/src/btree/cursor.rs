@@ -15,7 +15,9 @@ pub struct Position {
 impl Position {
     /// An unpositioned cursor.
     pub fn new() -> Position {
-        Position { stack: Vec::with_capacity(8) }
+        Position {
+            stack: Vec::with_capacity(8),
+        }
     }
 
     /// Whether it points at an entry.
@@ -28,7 +30,12 @@ impl Position {
         self.stack.clear();
     }
 
-    fn push_edge<S: PageSource + ?Sized>(&mut self, src: &S, mut pgno: u64, last: bool) -> Result<bool> {
+    fn push_edge<S: PageSource + ?Sized>(
+        &mut self,
+        src: &S,
+        mut pgno: u64,
+        last: bool,
+    ) -> Result<bool> {
         loop {
             if self.stack.len() >= MAX_DEPTH {
                 return Err(Error::corrupted("tree deeper than the depth limit"));
@@ -40,7 +47,9 @@ impl Position {
                 if self.stack.is_empty() && p.is_leaf() {
                     return Ok(false);
                 }
-                return Err(Error::corrupted(format!("page {pgno}: empty page inside a tree")));
+                return Err(Error::corrupted(format!(
+                    "page {pgno}: empty page inside a tree"
+                )));
             }
             let i = if last { n - 1 } else { 0 };
             self.stack.push((pgno, i));
@@ -152,8 +161,13 @@ impl Position {
 
     /// The entry under the cursor.
     #[inline]
-    pub fn current<'a, S: PageSource + ?Sized>(&self, src: &'a S) -> Result<Option<(&'a [u8], &'a [u8])>> {
-        let Some(&(pgno, i)) = self.stack.last() else { return Ok(None) };
+    pub fn current<'a, S: PageSource + ?Sized>(
+        &self,
+        src: &'a S,
+    ) -> Result<Option<(&'a [u8], &'a [u8])>> {
+        let Some(&(pgno, i)) = self.stack.last() else {
+            return Ok(None);
+        };
         let p = tree_page(src, pgno)?;
         if i >= p.nkeys() {
             return Ok(None);

@@ -6,14 +6,25 @@ use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, KeyCmp, PageMut, KIND_BRANCH, KIND_LEAF};
 
 /// Deletes `key`; false if it was absent (nothing is touched then).
-pub fn delete<W: PageWriter + ?Sized>(w: &mut W, rec: &mut DbRecord, cmp: &KeyCmp, key: &[u8]) -> Result<bool> {
+pub fn delete<W: PageWriter + ?Sized>(
+    w: &mut W,
+    rec: &mut DbRecord,
+    cmp: &KeyCmp,
+    key: &[u8],
+) -> Result<bool> {
     delete_with(w, rec, cmp, key, true)
 }
 
 /// Deletes `key`; with `merge` false, pages are merged only when they become empty (the free
 /// tree's own updates at commit use this, so that merging and splitting cannot take turns
 /// forever while the free set is being persisted).
-pub fn delete_with<W: PageWriter + ?Sized>(w: &mut W, rec: &mut DbRecord, cmp: &KeyCmp, key: &[u8], merge: bool) -> Result<bool> {
+pub fn delete_with<W: PageWriter + ?Sized>(
+    w: &mut W,
+    rec: &mut DbRecord,
+    cmp: &KeyCmp,
+    key: &[u8],
+    merge: bool,
+) -> Result<bool> {
     match search::find_leaf(w, rec, cmp, key)? {
         Some((_, _, true)) => {}
         _ => return Ok(false),
@@ -33,7 +44,9 @@ pub fn delete_with<W: PageWriter + ?Sized>(w: &mut W, rec: &mut DbRecord, cmp: &
         let child = p.child(i)?;
         let nc = w.touch(child)?;
         if nc != child {
-            PageMut::new(w.page_mut(pg)?).value_area_mut(i)?.copy_from_slice(&nc.to_le_bytes());
+            PageMut::new(w.page_mut(pg)?)
+                .value_area_mut(i)?
+                .copy_from_slice(&nc.to_le_bytes());
         }
         path.push((pg, i));
         pg = nc;
@@ -113,7 +126,9 @@ fn rebalance<W: PageWriter + ?Sized>(
         let pn = pp.nkeys();
         if pn < 2 {
             if nk == 0 {
-                return Err(Error::corrupted(format!("page {parent}: branch with one empty child")));
+                return Err(Error::corrupted(format!(
+                    "page {parent}: branch with one empty child"
+                )));
             }
             return Ok(());
         }
@@ -131,11 +146,17 @@ fn rebalance<W: PageWriter + ?Sized>(
             right[0].key = sep;
         }
         let fits = format::SLOTS_AT
-            + nodes.iter().chain(right.iter()).map(|n| n.as_in().footprint()).sum::<usize>()
+            + nodes
+                .iter()
+                .chain(right.iter())
+                .map(|n| n.as_in().footprint())
+                .sum::<usize>()
             <= ps;
         if !fits {
             if nk == 0 {
-                return Err(Error::corrupted("empty page whose sibling cannot absorb it"));
+                return Err(Error::corrupted(
+                    "empty page whose sibling cannot absorb it",
+                ));
             }
             return Ok(());
         }

@@ -1,7 +1,9 @@
 //! Insertion: copy-on-write descent, then insert into the leaf, splitting pages upward as
 //! needed. Appends at the right edge split "at the end" so that sorted loads fill pages.
 
-use super::{build_page, count_page, hinted, page_nodes, tree_page, OwnedNode, PageWriter, MAX_DEPTH};
+use super::{
+    build_page, count_page, hinted, page_nodes, tree_page, OwnedNode, PageWriter, MAX_DEPTH,
+};
 use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, KeyCmp, NodeIn, PageMut, KIND_BRANCH, KIND_LEAF, NF_BIG};
 
@@ -59,11 +61,17 @@ pub fn put<W: PageWriter + ?Sized>(
         if p.is_leaf() {
             break;
         }
-        let i = if mode == Mode::Append { p.nkeys() - 1 } else { p.child_index(key, cmp)? };
+        let i = if mode == Mode::Append {
+            p.nkeys() - 1
+        } else {
+            p.child_index(key, cmp)?
+        };
         let child = p.child(i)?;
         let nc = w.touch(child)?;
         if nc != child {
-            PageMut::new(w.page_mut(pg)?).value_area_mut(i)?.copy_from_slice(&nc.to_le_bytes());
+            PageMut::new(w.page_mut(pg)?)
+                .value_area_mut(i)?
+                .copy_from_slice(&nc.to_le_bytes());
         }
         path.push((pg, i));
         pg = nc;
@@ -87,7 +95,11 @@ pub fn put<W: PageWriter + ?Sized>(
         if old_big {
             let opg = format::decode_u64(&old_ref)?;
             w.free(opg, format::overflow_pages(ps, old_vlen as usize))?;
-            count_page(rec, format::KIND_OVERFLOW, -(format::overflow_pages(ps, old_vlen as usize) as i64));
+            count_page(
+                rec,
+                format::KIND_OVERFLOW,
+                -(format::overflow_pages(ps, old_vlen as usize) as i64),
+            );
         }
         // Same stored size and inline: overwrite in place.
         if !old_big && format::value_inline(ps, key.len(), vlen) && old_vlen as usize == vlen {
@@ -128,9 +140,19 @@ pub fn put<W: PageWriter + ?Sized>(
     } else {
         stored
     };
-    let node = NodeIn { flags, key, val: stored, vlen: vlen as u32 };
+    let node = NodeIn {
+        flags,
+        key,
+        val: stored,
+        vlen: vlen as u32,
+    };
     if !PageMut::new(w.page_mut(pg)?).insert(i, &node)? {
-        let owned = OwnedNode { flags, key: key.to_vec(), val: stored.to_vec(), vlen: vlen as u32 };
+        let owned = OwnedNode {
+            flags,
+            key: key.to_vec(),
+            val: stored.to_vec(),
+            vlen: vlen as u32,
+        };
         split(w, rec, cmp, path, pg, i, owned, mode == Mode::Append)?;
     }
     Ok(outcome)
@@ -138,7 +160,10 @@ pub fn put<W: PageWriter + ?Sized>(
 
 /// Splits page `pg` (dirty) while inserting `node` at slot `at`, then carries the new
 /// separator up the path, splitting parents as needed and growing a new root at the top.
-#[allow(clippy::too_many_arguments, reason = "one call site; the state is the descent's")]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call site; the state is the descent's"
+)]
 fn split<W: PageWriter + ?Sized>(
     w: &mut W,
     rec: &mut DbRecord,
@@ -178,12 +203,22 @@ fn split<W: PageWriter + ?Sized>(
         build_page(w.page_mut(rpg)?, kind, hint, &right)?;
         count_page(rec, kind, 1);
         let child_ref = rpg.to_le_bytes().to_vec();
-        let up = OwnedNode { flags: 0, key: sep, val: child_ref, vlen: 8 };
+        let up = OwnedNode {
+            flags: 0,
+            key: sep,
+            val: child_ref,
+            vlen: 8,
+        };
         match path.pop() {
             None => {
                 // New root over the two halves.
                 let root = w.alloc(1)?;
-                let left = OwnedNode { flags: 0, key: Vec::new(), val: pg.to_le_bytes().to_vec(), vlen: 8 };
+                let left = OwnedNode {
+                    flags: 0,
+                    key: Vec::new(),
+                    val: pg.to_le_bytes().to_vec(),
+                    vlen: 8,
+                };
                 build_page(w.page_mut(root)?, KIND_BRANCH, hint, &[left, up])?;
                 count_page(rec, KIND_BRANCH, 1);
                 rec.root = root;

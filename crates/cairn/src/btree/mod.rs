@@ -76,10 +76,20 @@ pub struct OwnedNode {
 
 impl OwnedNode {
     fn of(n: &Node) -> OwnedNode {
-        OwnedNode { flags: n.flags, key: n.key.to_vec(), val: n.val.to_vec(), vlen: n.vlen }
+        OwnedNode {
+            flags: n.flags,
+            key: n.key.to_vec(),
+            val: n.val.to_vec(),
+            vlen: n.vlen,
+        }
     }
     fn as_in(&self) -> format::NodeIn<'_> {
-        format::NodeIn { flags: self.flags, key: &self.key, val: &self.val, vlen: self.vlen }
+        format::NodeIn {
+            flags: self.flags,
+            key: &self.key,
+            val: &self.val,
+            vlen: self.vlen,
+        }
     }
     fn footprint(&self) -> usize {
         self.as_in().footprint()
@@ -88,7 +98,9 @@ impl OwnedNode {
 
 /// All nodes of a page, owned.
 pub(crate) fn page_nodes(p: &format::Page) -> Result<Vec<OwnedNode>> {
-    (0..p.nkeys()).map(|i| p.node(i).map(|n| OwnedNode::of(&n))).collect()
+    (0..p.nkeys())
+        .map(|i| p.node(i).map(|n| OwnedNode::of(&n)))
+        .collect()
 }
 
 /// Writes `nodes` into a fresh image of the given kind.

@@ -24,7 +24,9 @@ pub fn find_leaf<S: PageSource + ?Sized>(
         let i = p.child_index(key, cmp)?;
         pgno = p.child(i)?;
     }
-    Err(Error::corrupted(format!("tree deeper than {MAX_DEPTH} levels (a cycle?)")))
+    Err(Error::corrupted(format!(
+        "tree deeper than {MAX_DEPTH} levels (a cycle?)"
+    )))
 }
 
 /// The value stored under `key`.
