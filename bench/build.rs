@@ -22,6 +22,9 @@ fn main() {
     for (krate, var) in [
         ("redb", "BENCH_REDB_VERSION"),
         ("cairn", "BENCH_CAIRN_VERSION"),
+        ("lmdb-master-sys", "BENCH_LMDB_SYS_VERSION"),
+        ("mdbx-sys", "BENCH_MDBX_SYS_VERSION"),
+        ("rusqlite", "BENCH_RUSQLITE_VERSION"),
     ] {
         let version = locked_version(&lock, krate).unwrap_or_else(|| "unknown".into());
         println!("cargo:rustc-env={var}={version}");

@@ -74,7 +74,8 @@ struct Cli {
 }
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    std::fs::canonicalize(&root).unwrap_or(root)
 }
 
 fn main() -> Result<()> {
@@ -248,7 +249,10 @@ fn parent(cli: &Cli) -> Result<()> {
     } else if failures.iter().any(|f| f.column == "Cairn") {
         "measured, but some runs failed (see Failures).".to_string()
     } else if configs.iter().any(|c| c.engine == "cairn") {
-        "measured (crates/cairn of this workspace).".to_string()
+        format!(
+            "measured: crates/cairn of this workspace, {}.",
+            cairn_revision()
+        )
     } else {
         "not selected for this run.".to_string()
     };
@@ -309,6 +313,29 @@ fn publish(results: &Results, out: &Path, no_plots: bool) -> Result<()> {
         out.join("results.md").display()
     );
     Ok(())
+}
+
+/// The commit the engine was built from, and whether its sources had uncommitted changes.
+fn cairn_revision() -> String {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .arg("-C")
+            .arg(workspace_root())
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    match git(&["rev-parse", "--short", "HEAD"]) {
+        Some(rev) => match git(&["status", "--porcelain", "--", "crates/cairn"]) {
+            Some(dirty) if !dirty.is_empty() => {
+                format!("commit {rev} plus uncommitted changes to crates/cairn")
+            }
+            _ => format!("commit {rev}"),
+        },
+        None => "revision unknown".to_string(),
+    }
 }
 
 fn command_line() -> String {

@@ -339,13 +339,13 @@ pub fn markdown(results: &Results) -> String {
     let _ = writeln!(s, "| configuration | column | mode | settings |");
     let _ = writeln!(s, "|---|---|---|---|");
     for c in &results.configs {
+        let flags = escape(&c.flags);
         let _ = writeln!(
             s,
-            "| `{}` | {} | {} | {} |",
+            "| `{}` | {} | {} | {flags} |",
             c.id,
             c.column,
-            c.class.label(),
-            c.flags
+            c.class.label()
         );
     }
     let _ = writeln!(
@@ -355,6 +355,11 @@ pub fn markdown(results: &Results) -> String {
          `results.json`."
     );
     s
+}
+
+/// Escapes the characters that would break a Markdown table cell.
+fn escape(text: &str) -> String {
+    text.replace('|', "\\|")
 }
 
 /// `1234567` as `1,234,567`.

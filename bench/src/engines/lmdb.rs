@@ -60,12 +60,10 @@ unsafe fn slice<'a>(v: &ffi::MDB_val) -> &'a [u8] {
 
 pub fn version() -> String {
     let (mut major, mut minor, mut patch) = (0, 0, 0);
-    // SAFETY: mdb_version writes three ints and returns a static string.
-    let s = unsafe { CStr::from_ptr(ffi::mdb_version(&mut major, &mut minor, &mut patch)) };
-    format!(
-        "{major}.{minor}.{patch} ({}, crate lmdb-master-sys)",
-        s.to_string_lossy()
-    )
+    // SAFETY: mdb_version only writes the three ints.
+    unsafe { ffi::mdb_version(&mut major, &mut minor, &mut patch) };
+    let krate = env!("BENCH_LMDB_SYS_VERSION");
+    format!("{major}.{minor}.{patch} (mdb.master branch, crate lmdb-master-sys {krate})")
 }
 
 impl Lmdb {

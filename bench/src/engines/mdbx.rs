@@ -61,8 +61,9 @@ unsafe fn slice<'a>(v: &ffi::MDBX_val) -> &'a [u8] {
 pub fn version() -> String {
     // SAFETY: a static struct filled in by the library.
     let v = unsafe { &ffi::mdbx_version };
+    let krate = env!("BENCH_MDBX_SYS_VERSION");
     format!(
-        "{}.{}.{}.{} (crate mdbx-sys)",
+        "{}.{}.{}.{} (crate mdbx-sys {krate})",
         v.major, v.minor, v.patch, v.tweak
     )
 }
@@ -78,6 +79,13 @@ impl Mdbx {
         let mut env = ptr::null_mut();
         // SAFETY: plain libmdbx API use; the env is closed by Drop on every error path.
         unsafe {
+            // libmdbx logs notices and warnings (file growth, readahead, wiped weak metas) to
+            // stderr; keep errors only.
+            ffi::mdbx_setup_debug(
+                ffi::MDBX_LOG_ERROR as _,
+                ffi::MDBX_DBG_DONTCHANGE as _,
+                None,
+            );
             check(ffi::mdbx_env_create(&mut env))?;
             let mut this = Mdbx { env, dbi: 0 };
             check(ffi::mdbx_env_set_geometry(

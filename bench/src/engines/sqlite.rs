@@ -28,7 +28,8 @@ pub struct Sqlite {
 }
 
 pub fn version() -> String {
-    format!("{} (bundled by rusqlite)", rusqlite::version())
+    let krate = env!("BENCH_RUSQLITE_VERSION");
+    format!("{} (bundled by rusqlite {krate})", rusqlite::version())
 }
 
 fn connect(path: &Path, durable: bool) -> Result<Connection> {
