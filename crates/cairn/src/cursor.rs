@@ -1,6 +1,6 @@
 //! Public cursors and iterators over one database.
 
-use crate::btree::{self, cursor::Position, PageSource};
+use crate::btree::{cursor::Position, PageSource};
 use crate::db::{Database, PutFlags};
 use crate::error::{Error, Result};
 use crate::format::{DbRecord, KeyCmp};
@@ -113,21 +113,21 @@ pub struct Iter<'t> {
 }
 
 impl<'t> Iter<'t> {
-    pub(crate) fn new(
+    pub(crate) fn new<'k, R: std::ops::RangeBounds<&'k [u8]>>(
         src: &'t dyn PageSource,
         rec: DbRecord,
         cmp: KeyCmp,
-        lo: Bound<Vec<u8>>,
-        hi: Bound<Vec<u8>>,
+        range: R,
     ) -> Result<Iter<'t>> {
+        let own = |b: Bound<&&[u8]>| b.cloned().map(<[u8]>::to_vec);
         Ok(Iter {
             src,
             cmp,
             front: Position::new(),
             back: Position::new(),
             started: (false, false),
-            lo,
-            hi,
+            lo: own(range.start_bound()),
+            hi: own(range.end_bound()),
             rec,
             done: false,
         })
@@ -379,9 +379,8 @@ impl<'t, 'env> CursorMut<'t, 'env> {
     }
 }
 
-#[allow(dead_code)]
-fn _assert_send() {
+// RoTxn must stay Send (read transactions move between threads).
+const _: fn() = || {
     fn is_send<T: Send>() {}
     is_send::<crate::RoTxn<'static>>();
-    let _ = btree::MAX_DEPTH;
-}
+};

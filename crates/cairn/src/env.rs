@@ -147,7 +147,12 @@ impl EnvOptions {
             .max_size
             .map_or(self.reserve, |m| m.min(self.reserve).max(1 << 20));
         let storage = FileStorage::new(file, data.display().to_string(), reserve)?;
-        let mut env = Env::with_storage(Arc::new(storage), self)?;
+        let mut env = Env::with_storage(Arc::new(storage), self).map_err(|e| match e {
+            Error::NotCairn { .. } => Error::NotCairn {
+                path: data.display().to_string(),
+            },
+            other => other,
+        })?;
         Arc::get_mut(&mut env.inner).expect("fresh").lock = Some(lock_file);
         Arc::get_mut(&mut env.inner).expect("fresh").path = Some(path.to_path_buf());
         Ok(env)
@@ -252,6 +257,7 @@ impl Env {
             recover(&*storage)?
         };
         let page_size = meta.page_size as usize;
+        let main_flags = DbFlags::from_bits_retain(u32::from(meta.main.flags));
         let mut free = FreeState::default();
         load_free(&*storage, &meta, &mut free)?;
         let steady = if meta.is_steady() {
@@ -303,11 +309,7 @@ impl Env {
             }),
         };
         // The main database's flags are stored in its record.
-        let rec = env.inner.shared_meta_main()?;
-        env.inner.dbs.write().unwrap_or_else(|p| p.into_inner())[0].flags =
-            DbFlags::from_bits_retain(u32::from(rec.flags));
-        env.inner.dbs.write().unwrap_or_else(|p| p.into_inner())[0].cmp =
-            crate::db::cmp_for(DbFlags::from_bits_retain(u32::from(rec.flags)));
+        env.inner.set_db_flags(0, main_flags);
         Ok(env)
     }
 
@@ -398,12 +400,6 @@ impl EnvInner {
             return Err(Error::Forked);
         }
         Ok(())
-    }
-
-    fn shared_meta_main(&self) -> Result<DbRecord> {
-        let (slot, meta) = self.shared.begin_read()?;
-        self.shared.end_read(slot);
-        Ok(meta.main)
     }
 }
 

@@ -88,6 +88,7 @@ pub struct RoTxn<'env> {
     env: &'env Env,
     snap: Snapshot<'env>,
     slot: usize,
+    main_cmp: KeyCmp,
     cache: RefCell<Vec<Option<(DbRecord, KeyCmp)>>>,
 }
 
@@ -104,6 +105,7 @@ impl<'env> RoTxn<'env> {
                 meta,
             },
             slot,
+            main_cmp: env.inner.db_cmp(0),
             cache: RefCell::new(Vec::new()),
         })
     }
@@ -118,11 +120,11 @@ impl<'env> RoTxn<'env> {
     }
 
     fn db(&self, db: Database) -> Result<(DbRecord, KeyCmp)> {
-        let idx = self.env.inner.check_db(db)?;
-        if idx == 0 {
-            let cmp = self.env.inner.db_cmp(0);
-            return Ok((self.snap.meta.main, cmp));
+        // The main database needs no registry lookup: the read path takes no lock.
+        if db.idx == 0 && db.env_id == self.env.inner.id {
+            return Ok((self.snap.meta.main, self.main_cmp.clone()));
         }
+        let idx = self.env.inner.check_db(db)?;
         if let Some(Some(hit)) = self.cache.borrow().get(idx) {
             return Ok(hit.clone());
         }
@@ -176,13 +178,7 @@ impl<'env> RoTxn<'env> {
     /// Iterates over all entries in key order (`.rev()` for descending order).
     pub fn iter(&self, db: Database) -> Result<crate::Iter<'_>> {
         let (rec, cmp) = self.db(db)?;
-        crate::Iter::new(
-            &self.snap,
-            rec,
-            cmp,
-            std::ops::Bound::Unbounded,
-            std::ops::Bound::Unbounded,
-        )
+        crate::Iter::new(&self.snap, rec, cmp, ..)
     }
 
     /// Iterates over the entries whose keys fall in `range`.
@@ -192,13 +188,7 @@ impl<'env> RoTxn<'env> {
         range: R,
     ) -> Result<crate::Iter<'_>> {
         let (rec, cmp) = self.db(db)?;
-        crate::Iter::new(
-            &self.snap,
-            rec,
-            cmp,
-            range.start_bound().cloned().map(<[u8]>::to_vec),
-            range.end_bound().cloned().map(<[u8]>::to_vec),
-        )
+        crate::Iter::new(&self.snap, rec, cmp, range)
     }
 
     /// The names of the named databases, in order.
@@ -358,7 +348,7 @@ impl<'env> RwTxn<'env> {
         btree::search::get(self, &rec, &cmp, key)
     }
 
-    fn check_put(&self, db: Database, flags: DbFlags, key: &[u8], vlen: usize) -> Result<()> {
+    fn check_put(&self, flags: DbFlags, key: &[u8], vlen: usize) -> Result<()> {
         let max = format::max_key_size(self.env.inner.page_size);
         if key.len() > max {
             return Err(Error::KeyTooLarge {
@@ -375,7 +365,6 @@ impl<'env> RwTxn<'env> {
                 max: format::MAX_VALUE,
             });
         }
-        let _ = db;
         Ok(())
     }
 
@@ -388,7 +377,7 @@ impl<'env> RwTxn<'env> {
         flags: PutFlags,
     ) -> Result<()> {
         let (idx, mut rec, cmp) = self.db_state(db)?;
-        self.check_put(db, self.env.inner.db_flags(idx), key, vlen)?;
+        self.check_put(self.env.inner.db_flags(idx), key, vlen)?;
         let mode = if flags.contains(PutFlags::APPEND) {
             btree::insert::Mode::Append
         } else if flags.contains(PutFlags::NO_OVERWRITE) {
@@ -581,13 +570,7 @@ impl<'env> RwTxn<'env> {
     /// Iterates over all entries in key order (`.rev()` for descending order).
     pub fn iter(&self, db: Database) -> Result<crate::Iter<'_>> {
         let (rec, cmp) = self.db_ro(db)?;
-        crate::Iter::new(
-            self,
-            rec,
-            cmp,
-            std::ops::Bound::Unbounded,
-            std::ops::Bound::Unbounded,
-        )
+        crate::Iter::new(self, rec, cmp, ..)
     }
 
     /// Iterates over the entries whose keys fall in `range`.
@@ -597,13 +580,7 @@ impl<'env> RwTxn<'env> {
         range: R,
     ) -> Result<crate::Iter<'_>> {
         let (rec, cmp) = self.db_ro(db)?;
-        crate::Iter::new(
-            self,
-            rec,
-            cmp,
-            range.start_bound().cloned().map(<[u8]>::to_vec),
-            range.end_bound().cloned().map(<[u8]>::to_vec),
-        )
+        crate::Iter::new(self, rec, cmp, range)
     }
 
     /// The names of the named databases as this transaction sees them.
