@@ -39,10 +39,13 @@ impl RwTxn<'_> {
         if !self.changed && (!steady || !lazy_unsynced) {
             return Ok(()); // Drop releases the writer state untouched.
         }
-        if let Some(limit) = self.env.inner.opts.sync_bytes {
-            if self.ws().unsynced_bytes >= limit {
-                steady = true;
-            }
+        let opts = &self.env.inner.opts;
+        let (bytes, period) = (opts.sync_bytes, opts.sync_every);
+        let ws = self.ws();
+        if bytes.is_some_and(|limit| ws.unsynced_bytes >= limit)
+            || period.is_some_and(|p| ws.last_sync.elapsed() >= p)
+        {
+            steady = true;
         }
         match self.prepare_and_write(steady) {
             Ok(meta) => {
@@ -115,7 +118,14 @@ impl RwTxn<'_> {
         // Make room, stamp and write every dirty page.
         let need_len = self.npages * ps as u64;
         self.ensure_len(need_len).map_err(soft)?;
+        self.env.inner.shared.set_inflight(txnid);
         let written = self.write_dirty(txnid).map_err(soft)?;
+        // A steady commit after unsteady ones depends on their pages, which its own list does
+        // not name: flush them before the meta, so that the meta is durable only after them.
+        let base_unsteady = self.ws().steady < base.txnid;
+        if steady && base_unsteady {
+            self.env.inner.storage.sync().map_err(soft)?;
+        }
         let meta = Meta {
             page_size: ps as u32,
             txnid,
@@ -128,6 +138,7 @@ impl RwTxn<'_> {
             catalog: self.catalog,
             free: self.free_rec,
             inline_runs: if inline { runs } else { Vec::new() },
+            boot_id: self.env.inner.storage.boot_id(),
         };
         let slot = self.choose_slot();
         let storage = &*self.env.inner.storage;
@@ -154,8 +165,8 @@ impl RwTxn<'_> {
         let ws = self.ws.as_mut().expect("writer state");
         if steady {
             ws.steady = meta.txnid;
-            ws.unsynced.clear();
             ws.unsynced_bytes = 0;
+            ws.last_sync = std::time::Instant::now();
             // Give much free tail space back to the file system.
             let used = meta.npages * ps;
             let step = growth_step(used);
@@ -250,31 +261,26 @@ impl RwTxn<'_> {
         Err(Error::corrupted("free tree did not converge (internal)"))
     }
 
-    /// The runs this commit must list: its own pages, plus (lazy mode) every page written
-    /// since the last steady commit that is still live.
+    /// The runs a steady commit lists for recovery to verify: its own pages. An unsteady
+    /// (lazy) commit lists none: it is trusted only within the boot that wrote it, when its
+    /// pages are in the page cache whole (docs/design.md, "Lazy commits").
     fn written_runs(&mut self, steady: bool, list_pages: &[u64]) -> Vec<WrittenRun> {
+        if !steady {
+            return Vec::new();
+        }
         let ps = self.env.inner.page_size;
         let txnid = self.txnid;
-        let mut pages: Vec<(u64, u64, u64)> = self
+        let mut pages: Vec<(u64, u64)> = self
             .dirty
             .iter()
             .filter(|(p, _)| !list_pages.contains(p))
-            .map(|(&p, b)| (p, (b.len() / ps) as u64, txnid))
+            .map(|(&p, b)| (p, (b.len() / ps) as u64))
             .collect();
-        if !steady {
-            let freed: Vec<u64> = self.freed_clean.clone();
-            let ws = self.ws.as_mut().expect("writer state");
-            for p in freed {
-                ws.unsynced.remove(&p);
-            }
-            pages.extend(ws.unsynced.iter().map(|(&p, &(span, t))| (p, span, t)));
-        }
         pages.sort_unstable();
         let mut runs: Vec<WrittenRun> = Vec::new();
-        for (p, span, t) in pages {
+        for (p, span) in pages {
             if let Some(last) = runs.last_mut() {
-                if last.txnid == t
-                    && last.start + u64::from(last.len) == p
+                if last.start + u64::from(last.len) == p
                     && u64::from(last.len) + span < u64::from(u32::MAX)
                 {
                     last.len += span as u32;
@@ -284,7 +290,7 @@ impl RwTxn<'_> {
             runs.push(WrittenRun {
                 start: p,
                 len: span as u32,
-                txnid: t,
+                txnid,
             });
         }
         runs
@@ -313,14 +319,6 @@ impl RwTxn<'_> {
         for &p in &pgnos {
             let b = self.dirty.get_mut(&p).expect("listed");
             format::seal_page(b, p, txnid);
-        }
-        let lazy = self.env.inner.opts.durability == Durability::Lazy;
-        if lazy {
-            let ws = self.ws.as_mut().expect("writer state");
-            for &p in &pgnos {
-                let span = self.dirty[&p].len() as u64 / ps;
-                ws.unsynced.insert(p, (span, txnid));
-            }
         }
         let storage = &*self.env.inner.storage;
         let mut total = 0u64;

@@ -246,6 +246,12 @@ impl EnvInner {
     }
 
     pub(crate) fn put_writer(&self, ws: WriterState) {
+        // Other handles may write once the byte is free; a failure to unlock is harmless (the
+        // lock goes with the handle).
+        let _ = self
+            .shared
+            .lock
+            .lock(crate::os::LockKind::Unlock, crate::format::LB_WRITER, false);
         let mut g = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         *g = Some(ws);
         drop(g);

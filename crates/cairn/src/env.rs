@@ -9,11 +9,12 @@ use crate::alloc::{self, FreeState};
 use crate::btree::cursor::Position;
 use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, KeyCmp, Meta, MetaSlot, WrittenRun, META_SLOTS, SECTOR};
-use crate::shared::Shared;
+use crate::lock::LockFile;
+use crate::os::Map;
+use crate::shared::{ReaderInfo, Shared};
 use crate::storage::{FileStorage, Storage};
 use crate::txn::{RoTxn, RwTxn, Snapshot};
 use crate::DbFlags;
-use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -42,8 +43,13 @@ pub struct EnvOptions {
     pub(crate) read_only: bool,
     pub(crate) no_subdir: Option<bool>,
     pub(crate) sync_bytes: Option<u64>,
+    pub(crate) sync_every: Option<std::time::Duration>,
     pub(crate) reserve: u64,
 }
+
+/// Default of [`EnvOptions::sync_every_bytes`]: lazy mode flushes after this much writing, which
+/// also bounds how far the file grows while the last flushed commit pins its pages.
+pub const DEFAULT_SYNC_BYTES: u64 = 64 << 20;
 
 impl Default for EnvOptions {
     fn default() -> Self {
@@ -56,7 +62,8 @@ impl Default for EnvOptions {
             durability: Durability::Durable,
             read_only: false,
             no_subdir: None,
-            sync_bytes: None,
+            sync_bytes: Some(DEFAULT_SYNC_BYTES),
+            sync_every: None,
             reserve: 1 << 40,
         }
     }
@@ -94,9 +101,17 @@ impl EnvOptions {
         self.durability = d;
         self
     }
-    /// In lazy mode, flush automatically once this many bytes were written since the last flush.
+    /// In lazy mode, make a commit steady (flushed) once this many bytes were written since
+    /// the last flush (default [`DEFAULT_SYNC_BYTES`]; `None`: only [`Env::sync`] and closing
+    /// the environment flush).
     pub fn sync_every_bytes(mut self, bytes: Option<u64>) -> Self {
         self.sync_bytes = bytes;
+        self
+    }
+    /// In lazy mode, make a commit steady once this much time has passed since the last flush
+    /// (checked at commit; no background thread). Default: none.
+    pub fn sync_every(mut self, period: Option<std::time::Duration>) -> Self {
+        self.sync_every = period;
         self
     }
     /// Opens read-only: no write transaction can begin.
@@ -135,6 +150,7 @@ impl EnvOptions {
             l.push("-lock");
             (path.to_path_buf(), PathBuf::from(l))
         };
+        check_options(&self)?;
         let file = OpenOptions::new()
             .read(true)
             .write(!self.read_only)
@@ -142,21 +158,58 @@ impl EnvOptions {
             .truncate(false)
             .open(&data)
             .map_err(|e| Error::io(format!("opening {}", data.display()), e))?;
-        let lock_file = crate::lock::LockFile::open(&lock, self.read_only)?;
+        let setup = match LockFile::open(&lock, self.max_readers as usize) {
+            Ok(o) => LockSetup::File(o),
+            Err(Error::Io { source, .. })
+                if self.read_only
+                    && matches!(
+                        source.raw_os_error(),
+                        Some(libc::EACCES) | Some(libc::EROFS) | Some(libc::EPERM)
+                    ) =>
+            {
+                LockSetup::ReadOnlyFallback(LockFile::open_read_only(&lock)?)
+            }
+            Err(e) => return Err(e),
+        };
         let reserve = self
             .max_size
             .map_or(self.reserve, |m| m.min(self.reserve).max(1 << 20));
         let storage = FileStorage::new(file, data.display().to_string(), reserve)?;
-        let mut env = Env::with_storage(Arc::new(storage), self).map_err(|e| match e {
+        let mut env = Env::build(Arc::new(storage), self, setup).map_err(|e| match e {
             Error::NotCairn { .. } => Error::NotCairn {
                 path: data.display().to_string(),
             },
             other => other,
         })?;
-        Arc::get_mut(&mut env.inner).expect("fresh").lock = Some(lock_file);
         Arc::get_mut(&mut env.inner).expect("fresh").path = Some(path.to_path_buf());
         Ok(env)
     }
+}
+
+/// How the reader table and locks are set up.
+enum LockSetup {
+    /// Private memory: one process (simulated storage).
+    Private,
+    /// The shared lock file.
+    File(crate::lock::Opened),
+    /// A read-only handle that cannot write the lock file: private table, writers excluded.
+    ReadOnlyFallback(LockFile),
+}
+
+fn check_options(opts: &EnvOptions) -> Result<()> {
+    if !format::valid_page_size(opts.page_size) {
+        return Err(Error::Invalid(format!(
+            "page size {} (a power of two from 4096 to 65536)",
+            opts.page_size
+        )));
+    }
+    if opts.max_readers == 0 || opts.max_readers > 1 << 20 {
+        return Err(Error::Invalid(format!(
+            "max_readers {} (from 1 to 1048576)",
+            opts.max_readers
+        )));
+    }
+    Ok(())
 }
 
 /// Per-database settings registered in the environment.
@@ -174,9 +227,14 @@ pub(crate) struct WriterState {
     pub next_txnid: u64,
     pub slots: [u64; META_SLOTS],
     pub steady: u64,
-    pub unsynced: BTreeMap<u64, (u64, u64)>,
+    /// Bytes written since the last steady commit (lazy mode's automatic flush).
     pub unsynced_bytes: u64,
+    /// When the last steady commit was made.
+    pub last_sync: std::time::Instant,
     pub pool: Vec<Box<[u8]>>,
+    /// False until the state is read from the data file (a handle that joined others loads
+    /// it at its first write transaction).
+    pub loaded: bool,
 }
 
 pub(crate) struct EnvInner {
@@ -189,7 +247,8 @@ pub(crate) struct EnvInner {
     pub dbs: RwLock<Vec<DbInfo>>,
     pub id: u64,
     pub poisoned: AtomicBool,
-    pub lock: Option<crate::lock::LockFile>,
+    /// A read-only handle's hold on the writer byte when it cannot register as a reader.
+    pub _ro_lock: Option<LockFile>,
     pub path: Option<PathBuf>,
     pub pid: u32,
 }
@@ -237,56 +296,71 @@ impl Env {
         EnvOptions::default().open(path)
     }
 
-    /// Opens an environment over a given storage (the simulator, in crash tests).
+    /// Opens an environment over a given storage (the simulator, in crash tests). Its reader
+    /// table is private to this handle: no other process can share such an environment.
     pub fn with_storage(storage: Arc<dyn Storage>, opts: EnvOptions) -> Result<Env> {
-        if !format::valid_page_size(opts.page_size) {
-            return Err(Error::Invalid(format!(
-                "page size {} (a power of two from 4096 to 65536)",
-                opts.page_size
-            )));
-        }
-        if opts.max_readers == 0 || opts.max_readers > 1 << 20 {
-            return Err(Error::Invalid(format!("max_readers {}", opts.max_readers)));
-        }
-        let (meta, slots) = if storage.is_empty() {
-            if opts.read_only {
-                return Err(Error::Invalid("cannot create a database read-only".into()));
+        check_options(&opts)?;
+        Env::build(storage, opts, LockSetup::Private)
+    }
+
+    fn build(storage: Arc<dyn Storage>, opts: EnvOptions, setup: LockSetup) -> Result<Env> {
+        let tag = ENV_IDS.fetch_add(1, Ordering::Relaxed);
+        let private = |n: usize| Map::anonymous(format::lock_file_len(n).div_ceil(4096) * 4096);
+        let (shared, first, ro_lock) = match setup {
+            LockSetup::Private => {
+                let n = opts.max_readers as usize;
+                (
+                    Shared::new(private(n)?, LockFile::none(), n, tag as u32),
+                    true,
+                    None,
+                )
             }
-            create(&*storage, &opts)?
-        } else {
-            recover(&*storage)?
+            LockSetup::ReadOnlyFallback(l) => {
+                let n = opts.max_readers as usize;
+                (
+                    Shared::new(private(n)?, LockFile::none(), n, tag as u32),
+                    true,
+                    Some(l),
+                )
+            }
+            LockSetup::File(o) => (
+                Shared::new(o.map, o.lock, o.max_readers, tag as u32),
+                o.first,
+                None,
+            ),
         };
-        let page_size = meta.page_size as usize;
+        let ws = if first {
+            // No other handle is alive: the data file is the only truth (after a crash or a
+            // reboot the lock file's contents mean nothing).
+            let (meta, slots) = if storage.is_empty() {
+                if opts.read_only {
+                    return Err(Error::Invalid("cannot create a database read-only".into()));
+                }
+                create(&*storage, &opts)?
+            } else {
+                recover(&*storage)?
+            };
+            shared.init(&meta);
+            shared.lock.joined()?;
+            let mut ws = WriterState::unloaded(meta);
+            load_writer(&*storage, &mut ws, slots)?;
+            ws
+        } else {
+            if storage.is_empty() {
+                return Err(Error::LockFile(
+                    "the data file is empty while other handles have it open".into(),
+                ));
+            }
+            let t = shared.current();
+            let meta = shared
+                .read_cell(t)
+                .or_else(|| meta_from_file(&*storage, t))
+                .ok_or_else(|| Error::corrupted(format!("commit {t} published but unreadable")))?;
+            WriterState::unloaded(meta)
+        };
+        let meta = ws.meta.clone();
         let main_flags = DbFlags::from_bits_retain(u32::from(meta.main.flags));
-        let mut free = FreeState::default();
-        load_free(&*storage, &meta, &mut free)?;
-        let steady = if meta.is_steady() {
-            meta.txnid
-        } else {
-            meta.last_steady
-        };
-        // No reader exists yet: only the last steady commit (lazy mode) pins pages. The runs
-        // released here stay dirty, so the first commit persists them.
-        let pins: Vec<u64> = if steady < meta.txnid {
-            vec![steady]
-        } else {
-            Vec::new()
-        };
-        free.release(&pins);
-        free.forget_undo();
-        let next_txnid = slots.iter().copied().max().unwrap_or(0).max(meta.txnid) + 1;
-        let shared = Shared::new(opts.max_readers as usize, &meta);
         storage.advise_random();
-        let ws = WriterState {
-            free,
-            meta,
-            next_txnid,
-            slots,
-            steady,
-            unsynced: BTreeMap::new(),
-            unsynced_bytes: 0,
-            pool: Vec::new(),
-        };
         let main = DbInfo {
             name: None,
             flags: DbFlags::empty(),
@@ -295,15 +369,15 @@ impl Env {
         let env = Env {
             inner: Arc::new(EnvInner {
                 storage,
-                page_size,
+                page_size: meta.page_size as usize,
                 opts,
                 shared,
                 writer: Mutex::new(Some(ws)),
                 writer_cv: Condvar::new(),
                 dbs: RwLock::new(vec![main]),
-                id: ENV_IDS.fetch_add(1, Ordering::Relaxed),
+                id: tag,
                 poisoned: AtomicBool::new(false),
-                lock: None,
+                _ro_lock: ro_lock,
                 path: None,
                 pid: std::process::id(),
             }),
@@ -389,6 +463,162 @@ impl Env {
     pub fn durability(&self) -> Durability {
         self.inner.opts.durability
     }
+
+    /// The reader table's occupied slots, across every process sharing the environment (a
+    /// slot with txnid 0 is owned by a live handle but idle).
+    pub fn readers(&self) -> Vec<ReaderInfo> {
+        self.inner.shared.reader_list()
+    }
+
+    /// Clears the slots of readers whose process died; returns how many. The writer does this
+    /// by itself for readers that pin old snapshots, and a full table does it before failing.
+    pub fn reader_check(&self) -> Result<usize> {
+        self.inner.check_usable()?;
+        self.inner.shared.reader_check()
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        // The last handle of a lazy environment makes its latest commit steady, so that a
+        // clean close never loses commits to a later power loss.
+        if Arc::strong_count(&self.inner) == 1
+            && !self.inner.opts.read_only
+            && self.inner.opts.durability == Durability::Lazy
+            && self.inner.check_usable().is_ok()
+        {
+            let unsynced = {
+                let g = self.inner.writer.lock().unwrap_or_else(|p| p.into_inner());
+                g.as_ref()
+                    .is_some_and(|w| w.loaded && w.steady < w.meta.txnid)
+            };
+            if unsynced {
+                let _ = self.sync();
+            }
+        }
+    }
+}
+
+impl Drop for EnvInner {
+    fn drop(&mut self) {
+        self.shared.release_all();
+    }
+}
+
+impl WriterState {
+    fn unloaded(meta: Meta) -> WriterState {
+        WriterState {
+            free: FreeState::default(),
+            next_txnid: meta.txnid + 1,
+            steady: meta.txnid,
+            meta,
+            slots: [0; META_SLOTS],
+            unsynced_bytes: 0,
+            last_sync: std::time::Instant::now(),
+            pool: Vec::new(),
+            loaded: false,
+        }
+    }
+}
+
+impl EnvInner {
+    /// Brings the writer state up to date under the writer lock: another handle (or a writer
+    /// that died mid-commit) may have changed the file since this handle last wrote.
+    pub(crate) fn refresh_writer(&self, ws: &mut WriterState) -> Result<()> {
+        let current = self.shared.current();
+        let inflight = self.shared.inflight();
+        if ws.loaded && current == ws.meta.txnid && inflight == 0 {
+            return Ok(());
+        }
+        let (cands, slots) = read_metas(&*self.storage)?;
+        let boot = self.storage.boot_id();
+        let mut chosen = None;
+        for m in cands {
+            if !trusted(&m, &boot) || m.page_size as usize != self.page_size {
+                continue;
+            }
+            if m.txnid == current && inflight == 0 {
+                chosen = Some(m);
+                break;
+            }
+            if verify_commit(&*self.storage, &m).is_ok() {
+                chosen = Some(m);
+                break;
+            }
+        }
+        let m = chosen.ok_or_else(|| Error::corrupted("no commit in the data file verifies"))?;
+        self.storage.grow(0)?; // refreshes the cached length
+        ws.meta = m;
+        ws.free = FreeState::default();
+        ws.loaded = false;
+        load_writer(&*self.storage, ws, slots)?;
+        if ws.meta.txnid != current || inflight != 0 {
+            self.shared.publish(&ws.meta);
+        }
+        Ok(())
+    }
+}
+
+/// Reads the free tree and the slot txnids of `ws.meta` into `ws`.
+fn load_writer(
+    storage: &dyn Storage,
+    ws: &mut WriterState,
+    slots: [u64; META_SLOTS],
+) -> Result<()> {
+    let meta = ws.meta.clone();
+    let mut free = FreeState::default();
+    load_free(storage, &meta, &mut free)?;
+    let steady = if meta.is_steady() {
+        meta.txnid
+    } else {
+        meta.last_steady
+    };
+    // Only the last steady commit pins pages here; readers are accounted for when a write
+    // transaction begins. The runs released here stay dirty, so the next commit persists them.
+    let pins: Vec<u64> = if steady < meta.txnid {
+        vec![steady]
+    } else {
+        Vec::new()
+    };
+    free.release(&pins);
+    free.forget_undo();
+    ws.free = free;
+    ws.next_txnid = slots.iter().copied().max().unwrap_or(0).max(meta.txnid) + 1;
+    ws.slots = slots;
+    ws.steady = steady;
+    ws.loaded = true;
+    Ok(())
+}
+
+/// Whether a commit may be used: steady commits always (they are verified), unsteady ones only
+/// if written during this boot (their pages are in the page cache even if never flushed).
+fn trusted(m: &Meta, boot: &[u8; format::BOOT_ID]) -> bool {
+    m.is_steady() || (m.boot_id == *boot && *boot != [0; format::BOOT_ID])
+}
+
+/// The valid commit records in the data file's slots, newest first, and each slot's txnid.
+fn read_metas(storage: &dyn Storage) -> Result<(Vec<Meta>, [u64; META_SLOTS])> {
+    let mut head = [0u8; META_SLOTS * SECTOR];
+    storage.read_at(0, &mut head)?;
+    let mut slots = [0u64; META_SLOTS];
+    let mut v = Vec::new();
+    for (i, slot) in slots.iter_mut().enumerate() {
+        if let MetaSlot::Valid(m) = Meta::decode(&head[i * SECTOR..(i + 1) * SECTOR]) {
+            *slot = m.txnid;
+            v.push(m);
+        }
+    }
+    v.sort_by_key(|m| std::cmp::Reverse(m.txnid));
+    Ok((v, slots))
+}
+
+/// Commit `t`'s record from the data file (when the lock file's copy is torn).
+pub(crate) fn meta_from_file(storage: &dyn Storage, t: u64) -> Option<Meta> {
+    read_metas(storage)
+        .ok()?
+        .0
+        .into_iter()
+        .find(|m| m.txnid == t)
 }
 
 impl EnvInner {
@@ -418,6 +648,7 @@ fn create(storage: &dyn Storage, opts: &EnvOptions) -> Result<(Meta, [u64; META_
         catalog: DbRecord::default(),
         free: DbRecord::default(),
         inline_runs: Vec::new(),
+        boot_id: storage.boot_id(),
     };
     let initial = opts.initial_size.max(ps as u64).div_ceil(ps as u64) * ps as u64;
     if let Some(max) = opts.max_size {
@@ -483,7 +714,15 @@ fn recover(storage: &dyn Storage) -> Result<(Meta, [u64; META_SLOTS])> {
     valid.sort_by_key(|m| std::cmp::Reverse(m.txnid));
     let ps = valid[0].page_size;
     let mut reasons = Vec::new();
+    let boot = storage.boot_id();
     for m in &valid {
+        if !trusted(m, &boot) {
+            reasons.push(format!(
+                "commit {}: not flushed before the system restarted",
+                m.txnid
+            ));
+            continue;
+        }
         if m.page_size != ps {
             reasons.push(format!("commit {}: page size differs", m.txnid));
             continue;

@@ -84,7 +84,7 @@ pub enum Error {
     },
     /// Every slot of the reader table is taken.
     #[error(
-        "reader table full: all {max} slots are in use (raise it with EnvOptions::max_readers)"
+        "reader table full: all {max} slots are in use by live readers (raise it with EnvOptions::max_readers; the first process to open the environment sets the table size)"
     )]
     ReadersFull {
         /// The limit.
@@ -110,6 +110,10 @@ pub enum Error {
     /// An earlier fatal I/O error left the environment in an unknown state; reopen it.
     #[error("environment unusable after an earlier fatal error; reopen it")]
     Poisoned,
+    /// The lock file is not one this build can share (foreign, another format version, or
+    /// left uninitialised).
+    #[error("lock file unusable: {0}")]
+    LockFile(String),
     /// The environment was used in a child process after fork().
     #[error("environment used after fork(): open it again in the child process")]
     Forked,

@@ -301,7 +301,7 @@ pub struct WrittenRun {
 /// Bytes per encoded [`WrittenRun`].
 pub const WRITTEN_RUN: usize = 20;
 /// Written runs that fit in the meta slot itself.
-pub const META_INLINE_RUNS: usize = 15;
+pub const META_INLINE_RUNS: usize = 14;
 
 const M_MAGIC: usize = 0;
 const M_VERSION: usize = 8;
@@ -316,8 +316,12 @@ const M_MAIN: usize = 56;
 const M_CATALOG: usize = M_MAIN + DB_RECORD;
 const M_FREE: usize = M_CATALOG + DB_RECORD;
 const M_INLINE: usize = M_FREE + DB_RECORD;
+const M_BOOT: usize = M_INLINE + META_INLINE_RUNS * WRITTEN_RUN;
 const M_CHECKSUM: usize = SECTOR - 8;
-const _: () = assert!(M_INLINE + META_INLINE_RUNS * WRITTEN_RUN <= M_CHECKSUM);
+const _: () = assert!(M_BOOT + BOOT_ID <= M_CHECKSUM);
+
+/// Bytes of a boot id (the kernel's per-boot random UUID).
+pub const BOOT_ID: usize = 16;
 
 /// Meta flag: the data this commit depends on was flushed before its meta (a steady commit).
 pub const MF_STEADY: u32 = 1;
@@ -348,10 +352,15 @@ pub struct Meta {
     pub free: DbRecord,
     /// Written runs held inline (when `list_head == 0`).
     pub inline_runs: Vec<WrittenRun>,
+    /// Boot id of the system that wrote the commit. A commit that is not steady is trusted
+    /// after a restart only if the system has not rebooted since (its writes were then still
+    /// in the page cache, which a process crash does not lose).
+    pub boot_id: [u8; BOOT_ID],
 }
 
 /// Outcome of decoding a meta slot.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // decoded once per slot, never stored in bulk
 pub enum MetaSlot {
     /// A valid record.
     Valid(Meta),
@@ -387,6 +396,7 @@ impl Meta {
         for (i, r) in self.inline_runs.iter().enumerate() {
             encode_run(&mut b[M_INLINE + i * WRITTEN_RUN..], r);
         }
+        b[M_BOOT..M_BOOT + BOOT_ID].copy_from_slice(&self.boot_id);
         let sum = xxhash_rust::xxh3::xxh3_64(&b[..M_CHECKSUM]);
         put_u64(&mut b, M_CHECKSUM, sum);
         b
@@ -439,6 +449,7 @@ impl Meta {
             catalog,
             free,
             inline_runs,
+            boot_id: b[M_BOOT..M_BOOT + BOOT_ID].try_into().expect("fixed size"),
         })
     }
 }
@@ -1029,6 +1040,65 @@ fn int_key(k: &[u8]) -> u64 {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The lock file (docs/design.md, "Lock file"). Shared memory, not durable: it is rebuilt by the
+// first process that opens the environment. Everything in it is a native-endian 64-bit word
+// accessed atomically, so offsets are given in words.
+
+/// Magic word of a lock file ("CAIRNLK" + version byte).
+pub const LOCK_MAGIC: u64 = u64::from_le_bytes(*b"CAIRNLK\x01");
+/// Lock-file format version.
+pub const LOCK_VERSION: u64 = 1;
+/// Word: magic, written last by the initialising process.
+pub const LW_MAGIC: usize = 0;
+/// Word: format version.
+pub const LW_VERSION: usize = 1;
+/// Word: reader slots in the table.
+pub const LW_MAX_READERS: usize = 2;
+/// Word: txnid of the current (latest published) commit.
+pub const LW_CURRENT: usize = 3;
+/// Word: txnid of a commit being written now (0 when none); left set by a writer that died.
+pub const LW_INFLIGHT: usize = 4;
+/// Word: page size of the data file.
+pub const LW_PAGE_SIZE: usize = 5;
+/// Words: three published commit records, each a sequence word and a sector of meta.
+pub const LW_CELLS: usize = 8;
+/// Words per published commit record.
+pub const LW_CELL_WORDS: usize = 1 + SECTOR / 8;
+/// Bytes before the first reader slot.
+pub const LOCK_HEADER: usize = 4096;
+/// Bytes per reader slot: one cache line.
+pub const LOCK_SLOT: usize = 64;
+/// Slot word: snapshot txnid, 0 when idle.
+pub const LS_TXNID: usize = 0;
+/// Slot word: owner (pid << 32 | handle tag), 0 when free.
+pub const LS_OWNER: usize = 1;
+/// Slot word: thread id of the last reader.
+pub const LS_TID: usize = 2;
+/// Byte locked (shared) by every process using the file; exclusive by the initialiser.
+pub const LB_ALIVE: u64 = 0;
+/// Byte locked exclusively by the writer.
+pub const LB_WRITER: u64 = 1;
+/// Byte locked exclusively while claiming or reaping reader slots.
+pub const LB_TABLE: u64 = 2;
+const _: () = assert!(LW_CELLS + 3 * LW_CELL_WORDS <= LOCK_HEADER / 8);
+
+/// Byte locked by the owner of reader slot `i` while it lives (released by the kernel when
+/// it dies, which is how a dead reader is told from a live one, whatever its pid).
+pub fn lock_slot_byte(i: usize) -> u64 {
+    (LOCK_HEADER + i * LOCK_SLOT) as u64
+}
+
+/// Size of a lock file with `max_readers` slots.
+pub fn lock_file_len(max_readers: usize) -> usize {
+    LOCK_HEADER + max_readers * LOCK_SLOT
+}
+
+/// Word index of word `w` of reader slot `i`.
+pub fn lock_slot_word(i: usize, w: usize) -> usize {
+    (LOCK_HEADER + i * LOCK_SLOT) / 8 + w
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1113,6 +1183,7 @@ mod tests {
                 len: 1,
                 txnid: 7,
             }],
+            boot_id: [9; BOOT_ID],
         };
         let mut b = m.encode();
         match Meta::decode(&b) {

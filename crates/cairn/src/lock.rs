@@ -1,64 +1,167 @@
-//! The lock file beside the data file. For now it carries one open-file-description lock:
-//! exclusive for a read-write open, shared for a read-only one, so a second process (or a
-//! second open in this process) fails clearly instead of corrupting the file. The kernel drops
-//! the lock when its holder dies, so a crash never leaves the database locked.
-//! (The shared reader table moves into this file with multi-process support.)
+//! The lock file beside the data file: shared memory holding the published commits and the
+//! reader table (layout in format.rs, protocols in shared.rs), plus byte-range locks on it:
+//!
+//! - byte `LB_ALIVE`: every handle holds it shared while open; the first handle to open the
+//!   environment takes it exclusive, resets the file, then downgrades. A handle that gets it
+//!   exclusive knows no other handle is alive, so stale state (from crashed processes or a
+//!   reboot) is discarded.
+//! - byte `LB_WRITER`: the writer lock, held exclusive for a write transaction's life.
+//! - byte `LB_TABLE`: held while claiming or reaping reader slots.
+//! - one byte per reader slot, held by its owner while the owner lives.
+//!
+//! They are open-file-description locks: the kernel drops them when the holder dies (a
+//! crashed writer never blocks the others), and two handles in one process do not share them
+//! (closing one never drops another's locks).
 
 use crate::error::{Error, Result};
+use crate::format as f;
+use crate::os::{self, LockKind, Map};
 use std::fs::{File, OpenOptions};
-use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
-/// An open, locked lock file.
-pub struct LockFile {
-    _file: File,
+/// An open lock file, or none (an environment over simulated storage, private to a process).
+pub(crate) struct LockFile {
+    file: Option<File>,
+    name: String,
+}
+
+/// A lock file opened and mapped.
+pub(crate) struct Opened {
+    pub lock: LockFile,
+    pub map: Map,
+    /// This handle initialised the file: no other handle was alive.
+    pub first: bool,
+    /// Reader slots in the table.
+    pub max_readers: usize,
 }
 
 impl LockFile {
-    /// Opens (creating it if allowed) and locks the lock file.
-    pub fn open(path: &Path, read_only: bool) -> Result<LockFile> {
+    /// No file: locks always succeed (one process, serialised by in-process mutexes).
+    pub fn none() -> LockFile {
+        LockFile {
+            file: None,
+            name: String::new(),
+        }
+    }
+
+    /// Whether there is a real file (other processes may share the environment).
+    pub fn has_file(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// Takes, changes or releases the lock on `byte`; false if `wait` is off and it conflicts.
+    pub fn lock(&self, kind: LockKind, byte: u64, wait: bool) -> Result<bool> {
+        match &self.file {
+            None => Ok(true),
+            Some(file) => os::ofd_lock(file, kind, byte, wait)
+                .map_err(|e| Error::io(format!("locking byte {byte} of {}", self.name), e)),
+        }
+    }
+
+    /// Whether another handle holds a lock on `byte`.
+    pub fn locked_by_other(&self, byte: u64) -> Result<bool> {
+        match &self.file {
+            None => Ok(false),
+            Some(file) => os::ofd_locked_by_other(file, byte)
+                .map_err(|e| Error::io(format!("probing byte {byte} of {}", self.name), e)),
+        }
+    }
+
+    /// Opens (creating it if allowed) and maps the lock file. Returns whether this handle is
+    /// the first one alive; the caller then initialises the shared state and calls
+    /// [`LockFile::joined`]. `max_readers` sizes a new table; an existing one keeps its size.
+    pub fn open(path: &Path, max_readers: usize) -> Result<Opened> {
+        let name = path.display().to_string();
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .open(path)
-            .or_else(|e| if read_only { File::open(path) } else { Err(e) })
-            .map_err(|e| Error::io(format!("opening lock file {}", path.display()), e))?;
-        let kind = if read_only {
-            libc::F_RDLCK
-        } else {
-            libc::F_WRLCK
+            .map_err(|e| Error::io(format!("opening lock file {name}"), e))?;
+        let lock = LockFile {
+            file: Some(file),
+            name,
         };
-        if !ofd_lock(&file, kind)? {
+        // A handle that initialises and dies leaves a half-written file; the next one to get
+        // the exclusive lock starts over, so a few rounds always suffice.
+        for _ in 0..100 {
+            if lock.lock(LockKind::Exclusive, f::LB_ALIVE, false)? {
+                let len = f::lock_file_len(max_readers);
+                let file = lock.file.as_ref().expect("real file");
+                // Zero the whole table: nothing in it is valid without a live handle.
+                file.set_len(0)
+                    .and_then(|()| file.set_len(len as u64))
+                    .map_err(|e| Error::io(format!("sizing lock file {}", lock.name), e))?;
+                let map = Map::shared_rw(file, len)?;
+                return Ok(Opened {
+                    lock,
+                    map,
+                    first: true,
+                    max_readers,
+                });
+            }
+            lock.lock(LockKind::Shared, f::LB_ALIVE, true)?;
+            let file = lock.file.as_ref().expect("real file");
+            let flen = file
+                .metadata()
+                .map_err(|e| Error::io(format!("reading the size of {}", lock.name), e))?
+                .len() as usize;
+            if flen >= f::LOCK_HEADER {
+                let head = Map::shared_rw(file, f::LOCK_HEADER)?;
+                if let Ok(max) = crate::shared::Shared::validate_header(&head) {
+                    let len = f::lock_file_len(max);
+                    if flen >= len {
+                        drop(head);
+                        let map = Map::shared_rw(file, len)?;
+                        return Ok(Opened {
+                            lock,
+                            map,
+                            first: false,
+                            max_readers: max,
+                        });
+                    }
+                }
+            }
+            // Not initialised: its initialiser died. Let go and try to become first.
+            lock.lock(LockKind::Unlock, f::LB_ALIVE, false)?;
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        Err(Error::LockFile(format!(
+            "lock file {} stays uninitialised while other handles hold it",
+            lock.name
+        )))
+    }
+
+    /// For a read-only handle that cannot write the lock file: opens it read-only and holds
+    /// the writer byte shared for the handle's life, so no writer can run while this handle
+    /// reads without registering its snapshots (they live in private memory instead).
+    pub fn open_read_only(path: &Path) -> Result<LockFile> {
+        let name = path.display().to_string();
+        let file = File::open(path).map_err(|e| {
+            Error::io(
+                format!("opening lock file {name} (read-only handles need it to exist or its directory to be writable)"),
+                e,
+            )
+        })?;
+        let lock = LockFile {
+            file: Some(file),
+            name,
+        };
+        if !lock.lock(LockKind::Shared, f::LB_WRITER, false)? {
             return Err(Error::io(
                 format!(
-                    "locking {} (the database is open in another process or handle)",
-                    path.display()
+                    "locking {}: a writer is active and this user cannot write the lock file to register as a reader",
+                    lock.name
                 ),
-                std::io::Error::from_raw_os_error(libc::EBUSY),
+                std::io::Error::from_raw_os_error(libc::EAGAIN),
             ));
         }
-        Ok(LockFile { _file: file })
+        Ok(lock)
     }
-}
 
-/// Takes an OFD lock on byte 0 without waiting; false if another holder conflicts.
-fn ofd_lock(file: &File, kind: libc::c_int) -> Result<bool> {
-    // SAFETY: docs/safety.md §4: a zeroed plain C struct, filled field by field.
-    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-    fl.l_type = kind as libc::c_short;
-    fl.l_whence = libc::SEEK_SET as libc::c_short;
-    fl.l_start = 0;
-    fl.l_len = 1;
-    // SAFETY: docs/safety.md §4: fcntl on our own descriptor with a valid flock pointer.
-    let r = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &mut fl) };
-    if r == 0 {
-        return Ok(true);
-    }
-    let e = std::io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::EAGAIN) | Some(libc::EACCES) => Ok(false),
-        _ => Err(Error::io("locking the lock file", e)),
+    /// Downgrades the first handle's exclusive hold to a shared one, letting others in.
+    pub fn joined(&self) -> Result<()> {
+        self.lock(LockKind::Shared, f::LB_ALIVE, false).map(|_| ())
     }
 }

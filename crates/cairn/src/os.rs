@@ -11,6 +11,7 @@
 use crate::error::{Error, Result};
 use std::fs::File;
 use std::os::unix::io::AsRawFd;
+use std::sync::atomic::AtomicU64;
 
 /// A reserved range of address space, read-only over a file or writable anonymous memory.
 pub struct Map {
@@ -52,6 +53,42 @@ impl Map {
             len,
             writable: false,
         })
+    }
+
+    /// Maps `len` bytes of the lock file read-write and shared: the memory other processes
+    /// see too. The caller has sized the file to at least `len` bytes.
+    pub fn shared_rw(file: &File, len: usize) -> Result<Map> {
+        // SAFETY: docs/safety.md §1: a fresh mapping at an address the kernel picks; checked.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(Error::io(
+                "mapping the lock file",
+                std::io::Error::last_os_error(),
+            ));
+        }
+        Ok(Map {
+            ptr: ptr.cast(),
+            len,
+            writable: true,
+        })
+    }
+
+    /// The whole of a writable map as 64-bit atomic words (the lock file's shared memory).
+    pub fn atomics(&self) -> &[AtomicU64] {
+        assert!(self.writable, "atomics over a read-only map");
+        // SAFETY: docs/safety.md §5: the mapping is page-aligned, writable, initialised
+        // (file-backed or zeroed) and lives as long as the borrow; AtomicU64 has the size and
+        // alignment of u64; every process touches this memory only through atomics.
+        unsafe { std::slice::from_raw_parts(self.ptr.cast::<AtomicU64>(), self.len / 8) }
     }
 
     /// Reserves `len` bytes of zeroed anonymous memory (the simulated storage's volatile image).
@@ -213,4 +250,72 @@ pub fn preallocate(file: &File, off: u64, len: u64) -> std::io::Result<()> {
         return file.set_len(off + len);
     }
     Err(e)
+}
+
+/// How an open-file-description lock on one byte is taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockKind {
+    /// Shared (F_RDLCK).
+    Shared,
+    /// Exclusive (F_WRLCK).
+    Exclusive,
+    /// Released (F_UNLCK).
+    Unlock,
+}
+
+fn flock_for(kind: LockKind, byte: u64) -> libc::flock {
+    // SAFETY: docs/safety.md §4: a zeroed plain C struct, filled field by field.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = match kind {
+        LockKind::Shared => libc::F_RDLCK,
+        LockKind::Exclusive => libc::F_WRLCK,
+        LockKind::Unlock => libc::F_UNLCK,
+    } as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = byte as libc::off_t;
+    fl.l_len = 1;
+    fl
+}
+
+/// Takes (or changes, or releases) an OFD lock on one byte. The lock belongs to the open file
+/// description, so the kernel drops it when the holder dies, and two opens in one process do
+/// not share it. With `wait`, blocks until granted; without, returns false on a conflict.
+pub fn ofd_lock(file: &File, kind: LockKind, byte: u64, wait: bool) -> std::io::Result<bool> {
+    let mut fl = flock_for(kind, byte);
+    let cmd = if wait {
+        libc::F_OFD_SETLKW
+    } else {
+        libc::F_OFD_SETLK
+    };
+    loop {
+        // SAFETY: docs/safety.md §4: fcntl on our own descriptor with a valid flock pointer.
+        let r = unsafe { libc::fcntl(file.as_raw_fd(), cmd, &mut fl) };
+        if r == 0 {
+            return Ok(true);
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EAGAIN) | Some(libc::EACCES) if !wait => return Ok(false),
+            _ => return Err(e),
+        }
+    }
+}
+
+/// Whether another open file description (this process's or another's) holds a lock on
+/// `byte` that conflicts with an exclusive one.
+pub fn ofd_locked_by_other(file: &File, byte: u64) -> std::io::Result<bool> {
+    let mut fl = flock_for(LockKind::Exclusive, byte);
+    // SAFETY: docs/safety.md §4: fcntl on our own descriptor with a valid flock pointer.
+    let r = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut fl) };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(fl.l_type != libc::F_UNLCK as libc::c_short)
+}
+
+/// The calling thread's kernel id (for the reader list).
+pub fn thread_id() -> u64 {
+    // SAFETY: docs/safety.md §4: gettid has no arguments and cannot fail.
+    (unsafe { libc::gettid() }) as u64
 }

@@ -9,6 +9,7 @@
 //!   it is durable only after `sync` returns.
 
 use crate::error::{Error, Result};
+use crate::format::BOOT_ID;
 use crate::os::{self, Map};
 use std::fs::File;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,6 +39,10 @@ pub trait Storage: Send + Sync + private::Sealed {
     fn reserved(&self) -> u64;
     /// Advises random access.
     fn advise_random(&self) {}
+    /// Id of the running system boot: commits that are not steady are trusted at open only if
+    /// they were written during this boot (a power loss implies a reboot). All zeros when
+    /// unknown, which trusts nothing unsynced.
+    fn boot_id(&self) -> [u8; BOOT_ID];
 }
 
 mod private {
@@ -52,6 +57,7 @@ pub struct FileStorage {
     map: Map,
     len: AtomicU64,
     name: String,
+    boot: [u8; BOOT_ID],
 }
 
 impl FileStorage {
@@ -68,6 +74,7 @@ impl FileStorage {
             map,
             len: AtomicU64::new(len),
             name,
+            boot: system_boot_id(),
         })
     }
 
@@ -158,6 +165,30 @@ impl Storage for FileStorage {
     fn advise_random(&self) {
         self.map.advise_random();
     }
+
+    fn boot_id(&self) -> [u8; BOOT_ID] {
+        self.boot
+    }
+}
+
+/// The kernel's boot id (a UUID that changes at every boot), or zeros if unreadable.
+fn system_boot_id() -> [u8; BOOT_ID] {
+    let mut out = [0u8; BOOT_ID];
+    let Ok(s) = std::fs::read_to_string("/proc/sys/kernel/random/boot_id") else {
+        return out;
+    };
+    let hex: Vec<u8> = s
+        .bytes()
+        .filter(u8::is_ascii_hexdigit)
+        .map(|c| (c as char).to_digit(16).expect("hex digit") as u8)
+        .collect();
+    if hex.len() != 2 * BOOT_ID {
+        return out;
+    }
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = hex[2 * i] << 4 | hex[2 * i + 1];
+    }
+    out
 }
 
 /// What a simulated crash does to each write that was not yet flushed.
@@ -196,7 +227,11 @@ pub struct SimStorage {
     map: Map,
     inner: Mutex<SimInner>,
     len: AtomicU64,
+    boot: [u8; BOOT_ID],
 }
+
+/// Each simulated storage is a new boot unless told otherwise (`same_boot_as`).
+static SIM_BOOTS: AtomicU64 = AtomicU64::new(1);
 
 /// A small deterministic generator (xorshift64*), so a crash is replayed from its seed.
 #[derive(Debug, Clone)]
@@ -244,7 +279,19 @@ impl SimStorage {
                 fault: None,
             }),
             len: AtomicU64::new(image.len() as u64),
+            boot: {
+                let mut b = [0u8; BOOT_ID];
+                b[..8].copy_from_slice(&SIM_BOOTS.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+                b
+            },
         })
+    }
+
+    /// The same storage as if no reboot happened since `other` (a process crash: the page
+    /// cache, and so every unsynced write, survived).
+    pub fn same_boot_as(mut self, other: &SimStorage) -> SimStorage {
+        self.boot = other.boot;
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, SimInner> {
@@ -435,5 +482,9 @@ impl Storage for SimStorage {
 
     fn reserved(&self) -> u64 {
         self.map.len() as u64
+    }
+
+    fn boot_id(&self) -> [u8; BOOT_ID] {
+        self.boot
     }
 }

@@ -97,7 +97,11 @@ pub struct RoTxn<'env> {
 
 impl<'env> RoTxn<'env> {
     pub(crate) fn begin(env: &'env Env) -> Result<RoTxn<'env>> {
-        let (slot, meta) = env.inner.shared.begin_read()?;
+        let storage = &*env.inner.storage;
+        let (slot, meta) = env
+            .inner
+            .shared
+            .begin_read(&|t| crate::env::meta_from_file(storage, t))?;
         Ok(RoTxn {
             env,
             snap: Snapshot {
@@ -262,8 +266,23 @@ impl<'env> RwTxn<'env> {
         }
         let mut ws = g.take().expect("checked");
         drop(g);
+        // Then the writer lock shared with other handles (waits for a writer in another
+        // process; the kernel frees it if that process dies).
+        let locked = inner
+            .shared
+            .lock
+            .lock(
+                crate::os::LockKind::Exclusive,
+                crate::format::LB_WRITER,
+                true,
+            )
+            .and_then(|_| inner.refresh_writer(&mut ws));
+        if let Err(e) = locked {
+            inner.put_writer(ws);
+            return Err(e);
+        }
         let base = ws.meta.clone();
-        let mut pins = inner.shared.pinned();
+        let mut pins = inner.shared.pinned(base.txnid);
         if ws.steady < base.txnid {
             pins.push(ws.steady);
             pins.sort_unstable();
