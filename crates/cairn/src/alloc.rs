@@ -106,14 +106,16 @@ impl FreeState {
 
     fn set(&mut self, start: u64, new: Option<Run>) {
         let old = match new {
-            Some(r) => {
-                self.index(start, &r);
-                self.runs.insert(start, r)
-            }
+            Some(r) => self.runs.insert(start, r),
             None => self.runs.remove(&start),
         };
+        // Unindex the old run before indexing the new one: both live under the same key, and
+        // the other order dropped a run that was extended in place from the indexes (a leak).
         if let Some(o) = &old {
             self.unindex(start, o);
+        }
+        if let Some(r) = &new {
+            self.index(start, r);
         }
         self.undo.push((start, old));
         self.dirty.insert(start);
@@ -323,5 +325,19 @@ mod tests {
         assert_eq!(f.get(5).unwrap().freed, 0);
         assert!(f.overlaps(5, 1) && !f.overlaps(6, 2));
         assert_eq!(f.trim_tail(9), 8);
+    }
+
+    #[test]
+    fn runs_extended_in_place_stay_indexed() {
+        let mut f = FreeState::default();
+        f.add_pending(5, 1, 3, 6);
+        f.add_pending(6, 2, 3, 6); // extends the run at 5
+        assert_eq!(f.pending_pages(), 3);
+        f.release(&[]);
+        assert_eq!(f.reusable_pages(), 3);
+        f.add_reusable(8, 1); // merges into the run at 5
+        assert_eq!(f.reusable_pages(), 4);
+        assert_eq!(f.alloc(4), Some(5));
+        assert_eq!(f.reusable_pages(), 0);
     }
 }
