@@ -1,0 +1,197 @@
+//! Command-line grammar. Each subcommand takes the short options of its LMDB counterpart with
+//! the same meanings (`cairn dump -a -p db` is `mdb_dump -a -p db`), long spellings beside
+//! them, and `-V` for the version. Paths are positional, as in LMDB's tools.
+
+use clap::{ArgAction, Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// Operate on Cairn environments: the jobs of LMDB's mdb_stat, mdb_dump, mdb_load, mdb_copy,
+/// plus a checker, the reader table and dropping databases.
+#[derive(Parser, Debug)]
+#[command(name = "cairn")]
+pub struct Cli {
+    /// Print the version and exit.
+    #[arg(short = 'V', long = "version", action = ArgAction::SetTrue)]
+    pub version: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Environment info, per-database statistics, free pages and readers (mdb_stat).
+    Stat(StatArgs),
+    /// Write databases in mdb_dump's text format (mdb_dump).
+    Dump(DumpArgs),
+    /// Read mdb_dump's text format into an environment, all or nothing (mdb_load).
+    Load(LoadArgs),
+    /// Hot backup, raw or compacted, while writers go on (mdb_copy).
+    Copy(CopyArgs),
+    /// Walk every page and verify every invariant; exits 1 on any problem.
+    Check(CheckArgs),
+    /// List the reader table; --check clears slots of dead processes.
+    Readers(ReadersArgs),
+    /// Empty a database, or delete it with -d (mdb_drop).
+    Drop(DropArgs),
+}
+
+/// Options every subcommand shares, and the environment's path.
+#[derive(Args, Debug, Clone)]
+pub struct Common {
+    /// The path is the data file itself, not a directory holding data.cairn (MDB_NOSUBDIR).
+    #[arg(short = 'n', long = "no-subdir")]
+    pub no_subdir: bool,
+    /// Print the version and exit.
+    #[arg(short = 'V', long = "version")]
+    pub version: bool,
+    /// The environment (the source, for copy).
+    pub path: Option<PathBuf>,
+}
+
+/// `cairn stat`.
+#[derive(Args, Debug)]
+pub struct StatArgs {
+    /// Environment info (map, pages, last transaction, readers).
+    #[arg(short = 'e', long = "env")]
+    pub env: bool,
+    /// Free pages; -ff lists every free run, -fff every run's pages.
+    #[arg(short = 'f', long = "freelist", action = ArgAction::Count)]
+    pub freelist: u8,
+    /// The reader table; -rr first clears slots of dead processes.
+    #[arg(short = 'r', long = "readers", action = ArgAction::Count)]
+    pub readers: u8,
+    /// Statistics of the main database and every named database.
+    #[arg(short = 'a', long = "all", conflicts_with = "subdb")]
+    pub all: bool,
+    /// Statistics of this named database (instead of the main database).
+    #[arg(short = 's', long = "db", value_name = "NAME")]
+    pub subdb: Option<String>,
+    /// One JSON object on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `cairn dump`.
+#[derive(Args, Debug)]
+pub struct DumpArgs {
+    /// Write to this file instead of stdout.
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// List the named databases, one per line, instead of dumping.
+    #[arg(short = 'l', long = "list", conflicts_with = "subdb")]
+    pub list: bool,
+    /// Print form: printable characters as they are, others as \hh.
+    #[arg(short = 'p', long = "print")]
+    pub print: bool,
+    /// Every database: the main one (when it holds anything) and every named one.
+    #[arg(short = 'a', long = "all", conflicts_with = "subdb")]
+    pub all: bool,
+    /// Only this named database.
+    #[arg(short = 's', long = "db", value_name = "NAME")]
+    pub subdb: Option<String>,
+    /// No progress bar.
+    #[arg(short = 'q', long = "quiet")]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `cairn load`.
+#[derive(Args, Debug)]
+pub struct LoadArgs {
+    /// Read from this file instead of stdin.
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Load into this named database when the input names none (and always with -T).
+    #[arg(short = 's', long = "db", value_name = "NAME")]
+    pub subdb: Option<String>,
+    /// Keep existing keys: records whose key exists are skipped.
+    #[arg(short = 'N', long = "no-overwrite")]
+    pub no_overwrite: bool,
+    /// Plain text input: no header, lines are key, value, key, value... in print escapes.
+    #[arg(short = 'T', long = "text")]
+    pub text: bool,
+    /// The input is sorted: append every record, and fail on the first out of order
+    /// (without -a, sorted runs are appended anyway and the rest inserted).
+    #[arg(short = 'a', long = "append")]
+    pub append: bool,
+    /// No progress bar.
+    #[arg(short = 'q', long = "quiet")]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `cairn copy`.
+#[derive(Args, Debug)]
+pub struct CopyArgs {
+    /// Compact while copying: rewrite every database densely, leaving free pages out.
+    #[arg(short = 'c', long = "compact")]
+    pub compact: bool,
+    /// No progress bar.
+    #[arg(short = 'q', long = "quiet")]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub common: Common,
+    /// Where to write the copy: an empty or missing directory (a data file with -n); stdout
+    /// when left out.
+    pub dst: Option<PathBuf>,
+}
+
+/// `cairn check`.
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// One JSON object on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress display.
+    #[arg(short = 'q', long = "quiet")]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `cairn readers`.
+#[derive(Args, Debug)]
+pub struct ReadersArgs {
+    /// Clear the slots of dead processes first, and say how many.
+    #[arg(short = 'c', long = "check")]
+    pub check: bool,
+    /// One JSON object on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `cairn drop`.
+#[derive(Args, Debug)]
+pub struct DropArgs {
+    /// Delete the database instead of emptying it (the main database can only be emptied).
+    #[arg(short = 'd', long = "delete")]
+    pub delete: bool,
+    /// The named database (the main database when left out).
+    #[arg(short = 's', long = "db", value_name = "NAME")]
+    pub subdb: Option<String>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+impl Command {
+    /// The options every subcommand has.
+    pub fn common(&self) -> &Common {
+        match self {
+            Command::Stat(a) => &a.common,
+            Command::Dump(a) => &a.common,
+            Command::Load(a) => &a.common,
+            Command::Copy(a) => &a.common,
+            Command::Check(a) => &a.common,
+            Command::Readers(a) => &a.common,
+            Command::Drop(a) => &a.common,
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! The machinery of the `cairn` command: one module per subcommand, the `mdb_dump` text format,
+//! and what they share (opening an environment the way LMDB's tools do, errors that map to
+//! LMDB's exit codes, progress bars that only appear on a terminal).
+//!
+//! Every subcommand returns `Result<(), CliError>`; `main` prints the error after the program
+//! name and exits with 1, LMDB's `EXIT_FAILURE`, so scripts written for `mdb_*` keep working.
+
+pub mod check;
+pub mod cli;
+pub mod copy;
+pub mod drop;
+pub mod dump;
+pub mod dumpfmt;
+pub mod load;
+pub mod progress;
+pub mod readers;
+pub mod stat;
+
+use cairn::{Env, EnvOptions};
+use std::path::{Path, PathBuf};
+
+/// Why a subcommand failed.
+#[derive(Debug)]
+pub enum CliError {
+    /// The engine refused or failed; `what` names the object ("opening db/").
+    Engine {
+        /// What was being done.
+        what: String,
+        /// The engine's error.
+        source: cairn::Error,
+    },
+    /// An I/O error outside the engine (the dump file, the output).
+    Io {
+        /// What was being done.
+        what: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Malformed input, with its line.
+    Input {
+        /// 1-based line number.
+        line: u64,
+        /// What is wrong.
+        msg: String,
+    },
+    /// Anything else the user must fix (bad option combination, missing database).
+    Usage(String),
+    /// The checker found problems (already printed).
+    Problems(usize),
+}
+
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CliError::Engine { what, source } => write!(f, "{what}: {source}"),
+            CliError::Io { what, source } => write!(f, "{what}: {source}"),
+            CliError::Input { line, msg } => write!(f, "line {line}: {msg}"),
+            CliError::Usage(m) => f.write_str(m),
+            CliError::Problems(n) => write!(f, "{n} problem(s) found"),
+        }
+    }
+}
+
+impl std::error::Error for CliError {}
+
+impl CliError {
+    /// Whether the error is a closed output pipe (`cairn dump | head`), which ends the program
+    /// quietly with a failure status, as `mdb_dump` does on SIGPIPE.
+    pub fn is_broken_pipe(&self) -> bool {
+        matches!(self, CliError::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe)
+    }
+}
+
+/// Result of a subcommand.
+pub type CliResult<T = ()> = Result<T, CliError>;
+
+/// Attaches context to engine and I/O errors.
+pub trait Context<T> {
+    /// Wraps the error with what was being done.
+    fn ctx(self, what: impl FnOnce() -> String) -> CliResult<T>;
+}
+
+impl<T> Context<T> for cairn::Result<T> {
+    fn ctx(self, what: impl FnOnce() -> String) -> CliResult<T> {
+        self.map_err(|source| CliError::Engine {
+            what: what(),
+            source,
+        })
+    }
+}
+
+impl<T> Context<T> for std::io::Result<T> {
+    fn ctx(self, what: impl FnOnce() -> String) -> CliResult<T> {
+        self.map_err(|source| CliError::Io {
+            what: what(),
+            source,
+        })
+    }
+}
+
+/// Where an environment lives: a directory holding `data.cairn` (LMDB's default layout), or
+/// with `-n` (LMDB's MDB_NOSUBDIR) the data file itself.
+#[derive(Clone, Debug)]
+pub struct EnvPath {
+    /// The path given on the command line.
+    pub path: PathBuf,
+    /// `-n`: the path is the data file.
+    pub no_subdir: bool,
+}
+
+impl EnvPath {
+    /// The data file this path names.
+    pub fn data_file(&self) -> PathBuf {
+        if self.no_subdir || self.path.is_file() {
+            self.path.clone()
+        } else {
+            self.path.join("data.cairn")
+        }
+    }
+
+    /// The lock file beside the data file.
+    pub fn lock_file(&self) -> PathBuf {
+        if self.no_subdir || self.path.is_file() {
+            let mut l = self.path.as_os_str().to_owned();
+            l.push("-lock");
+            PathBuf::from(l)
+        } else {
+            self.path.join("lock.cairn")
+        }
+    }
+
+    /// Options with this path's layout.
+    pub fn options(&self) -> EnvOptions {
+        let o = Env::options();
+        if self.no_subdir {
+            o.no_subdir(true)
+        } else {
+            o
+        }
+    }
+
+    /// Opens an existing environment read-only.
+    pub fn open_read(&self) -> CliResult<Env> {
+        self.open_existing(self.options().read_only(true))
+    }
+
+    /// Opens an existing environment for writing.
+    pub fn open_write(&self) -> CliResult<Env> {
+        self.open_existing(self.options())
+    }
+
+    fn open_existing(&self, opts: EnvOptions) -> CliResult<Env> {
+        let data = self.data_file();
+        if !data.exists() {
+            return Err(CliError::Usage(missing_env(&self.path, &data)));
+        }
+        opts.open(&self.path)
+            .ctx(|| format!("opening {}", self.path.display()))
+    }
+}
+
+/// The message for a path that holds no Cairn environment, with a hint for LMDB's layout.
+fn missing_env(path: &Path, data: &Path) -> String {
+    let lmdb = if path.is_dir() {
+        path.join("data.mdb")
+    } else {
+        path.to_path_buf()
+    };
+    let hint = if lmdb.is_file() && lmdb.extension().is_some_and(|e| e == "mdb") {
+        " (it looks like an LMDB environment: move its data with `mdb_dump -a ... | cairn load ...`)"
+    } else {
+        ""
+    };
+    format!(
+        "{}: no Cairn environment here ({} does not exist){hint}",
+        path.display(),
+        data.display()
+    )
+}
+
+/// The version line printed by `-V`.
+pub fn version_line() -> String {
+    format!(
+        "cairn {} (file format {})",
+        env!("CARGO_PKG_VERSION"),
+        cairn::format::FORMAT_VERSION
+    )
+}

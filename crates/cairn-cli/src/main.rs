@@ -1,0 +1,96 @@
+//! The `cairn` command. Exit status follows LMDB's tools: 0 on success, 1 (EXIT_FAILURE) on any
+//! error, usage errors included.
+
+use cairn_cli::cli::{Cli, Command, Common};
+use cairn_cli::{version_line, CliError, EnvPath};
+use clap::Parser;
+use std::io::Write;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    let name = cli.command.as_ref().map_or("cairn", command_name);
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is_broken_pipe() => ExitCode::FAILURE,
+        Err(CliError::Problems(_)) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("cairn {name}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn command_name(c: &Command) -> &'static str {
+    match c {
+        Command::Stat(_) => "stat",
+        Command::Dump(_) => "dump",
+        Command::Load(_) => "load",
+        Command::Copy(_) => "copy",
+        Command::Check(_) => "check",
+        Command::Readers(_) => "readers",
+        Command::Drop(_) => "drop",
+    }
+}
+
+/// The environment path, or the usage error `mdb_*` gives without one.
+fn env_path(common: &Common) -> Result<EnvPath, CliError> {
+    match &common.path {
+        Some(p) => Ok(EnvPath {
+            path: p.clone(),
+            no_subdir: common.no_subdir,
+        }),
+        None => Err(CliError::Usage(
+            "the environment path is missing (see --help)".into(),
+        )),
+    }
+}
+
+fn print_version() -> Result<(), CliError> {
+    println!("{}", version_line());
+    Ok(())
+}
+
+fn run(cli: Cli) -> Result<(), CliError> {
+    let Some(cmd) = cli.command else {
+        if cli.version {
+            return print_version();
+        }
+        return Err(CliError::Usage(
+            "a subcommand is needed: stat, dump, load, copy, check, readers or drop (see --help)"
+                .into(),
+        ));
+    };
+    let common = cmd.common();
+    if common.version {
+        return print_version();
+    }
+    let path = env_path(common)?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut err = std::io::stderr();
+    let r = match &cmd {
+        Command::Stat(a) => cairn_cli::stat::run(a, path, &mut out),
+        Command::Dump(a) => cairn_cli::dump::run(a, path, &mut out),
+        Command::Load(a) => cairn_cli::load::run(a, path, &mut std::io::stdin().lock(), &mut err),
+        Command::Copy(a) => cairn_cli::copy::run(a, path, &mut out),
+        Command::Check(a) => cairn_cli::check::run(a, path, &mut out, &mut err),
+        Command::Readers(a) => cairn_cli::readers::run(a, path, &mut out),
+        Command::Drop(a) => cairn_cli::drop::run(a, path),
+    };
+    out.flush().map_err(|source| CliError::Io {
+        what: "writing the output".into(),
+        source,
+    })?;
+    r
+}

@@ -1,0 +1,382 @@
+//! The `cairn` binary end to end: stat, check, copy, readers, drop, and the option letters and
+//! exit codes of LMDB's tools.
+
+mod common;
+
+use cairn::{Env, PutFlags};
+use common::*;
+use std::path::Path;
+
+fn sample(path: &Path) {
+    let mut c = Contents::new();
+    c.insert(
+        None,
+        (
+            0,
+            (0..500u32)
+                .map(|i| (format!("key{i:05}").into_bytes(), vec![i as u8; 300]))
+                .collect(),
+        ),
+    );
+    c.insert(
+        Some("ints".into()),
+        (
+            0x08,
+            (0..100u64)
+                .map(|i| (i.to_le_bytes().to_vec(), b"v".to_vec()))
+                .collect(),
+        ),
+    );
+    c.insert(
+        Some("rev".into()),
+        (
+            0x02,
+            vec![
+                (b"ab".to_vec(), b"1".to_vec()),
+                (b"ba".to_vec(), b"2".to_vec()),
+            ],
+        ),
+    );
+    build(path, &c);
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+#[test]
+fn stat_text_matches_mdb_stat_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    sample(dir.path());
+    let out = String::from_utf8(ok(&["stat", "-e", "-f", "-a", s(dir.path())], b"")).unwrap();
+    for label in [
+        "Environment Info\n",
+        "  Page size: 4096\n",
+        "  Number of pages used: ",
+        "  Last transaction ID: 2\n",
+        "  Max readers: 126\n",
+        "Freelist Status\n",
+        "  Free pages: ",
+        "Status of Main DB\n  Tree depth: 2\n",
+        "  Entries: 500\n",
+        "Status of ints\n",
+        "  Entries: 100\n",
+        "Status of rev\n",
+    ] {
+        assert!(out.contains(label), "{label:?} missing from\n{out}");
+    }
+    // -s: only that database.
+    let one = String::from_utf8(ok(&["stat", "-s", "ints", s(dir.path())], b"")).unwrap();
+    assert_eq!(
+        one,
+        "Status of ints\n  Tree depth: 1\n  Branch pages: 0\n  Leaf pages: 1\n  Overflow pages: 0\n  Entries: 100\n"
+    );
+    // -r alone prints only the reader table, as mdb_stat does.
+    let r = String::from_utf8(ok(&["stat", "-rr", s(dir.path())], b"")).unwrap();
+    assert_eq!(
+        r,
+        "Reader Table Status\n(no active readers)\n  0 stale readers cleared.\n(no active readers)\n"
+    );
+}
+
+#[test]
+fn stat_json_for_machines() {
+    let dir = tempfile::tempdir().unwrap();
+    sample(dir.path());
+    let out = ok(&["stat", "--json", "-e", "-ff", "-a", s(dir.path())], b"");
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["environment"]["page_size"], 4096);
+    assert_eq!(v["environment"]["last_txnid"], 2);
+    let dbs = v["databases"].as_array().unwrap();
+    assert_eq!(dbs.len(), 3);
+    assert_eq!(dbs[0]["name"], serde_json::Value::Null);
+    assert_eq!(dbs[0]["entries"], 500);
+    assert_eq!(dbs[1]["name"], "ints");
+    assert_eq!(dbs[1]["flags"], serde_json::json!(["integerkey"]));
+    assert_eq!(dbs[2]["flags"], serde_json::json!(["reversekey"]));
+    assert!(v["freelist"]["runs"].is_array());
+}
+
+#[test]
+fn free_runs_are_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    sample(dir.path());
+    {
+        let _g = env_guard();
+        let env = Env::open(dir.path()).unwrap();
+        let mut w = env.write_txn().unwrap();
+        let db = env.main_db();
+        w.clear_db(db).unwrap();
+        w.commit().unwrap();
+    }
+    let out = String::from_utf8(ok(&["stat", "-fff", s(dir.path())], b"")).unwrap();
+    let free: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("  Free pages: "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(free > 30, "{out}");
+    assert!(out.contains("    Run at page "), "{out}");
+    let listed: u64 = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("    Run at page "))
+        .map(|l| {
+            l.split(", ")
+                .nth(1)
+                .unwrap()
+                .trim_end_matches(" pages")
+                .parse::<u64>()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(listed, free);
+}
+
+#[test]
+fn lmdb_exit_codes_and_usage() {
+    let dir = tempfile::tempdir().unwrap();
+    sample(dir.path());
+    // Unknown option, missing path, missing database, missing environment: all exit 1.
+    fails(&["stat", "-z", s(dir.path())], b"");
+    assert!(fails(&["stat"], b"").contains("path is missing"));
+    assert!(fails(&["stat", "-s", "nope", s(dir.path())], b"").contains("\"nope\" not found"));
+    let missing = dir.path().join("none");
+    assert!(fails(&["dump", s(&missing)], b"").contains("no Cairn environment"));
+    fails(&["stat", "-a", "-s", "ints", s(dir.path())], b"");
+    // -V prints the version and succeeds, with or without a path.
+    for sub in ["stat", "dump", "load", "copy", "check", "readers", "drop"] {
+        let v = String::from_utf8(ok(&[sub, "-V"], b"")).unwrap();
+        assert!(v.starts_with("cairn "), "{v}");
+    }
+    assert!(String::from_utf8(ok(&["-V"], b""))
+        .unwrap()
+        .starts_with("cairn "));
+    ok(&["--help"], b"");
+}
+
+#[test]
+fn lmdb_directory_gets_a_hint() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("data.mdb"), b"x").unwrap();
+    let e = fails(&["stat", s(dir.path())], b"");
+    assert!(e.contains("LMDB environment"), "{e}");
+}
+
+#[test]
+fn check_passes_sound_and_fails_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    sample(dir.path());
+    let out = String::from_utf8(ok(&["check", s(dir.path())], b"")).unwrap();
+    assert!(out.contains("no problems"), "{out}");
+    let v: serde_json::Value =
+        serde_json::from_slice(&ok(&["check", "--json", s(dir.path())], b"")).unwrap();
+    assert_eq!(v["ok"], true);
+
+    // A later small commit leaves most pages of the first one untouched; damage one of those.
+    {
+        let _g = env_guard();
+        let env = Env::open(dir.path()).unwrap();
+        let mut w = env.write_txn().unwrap();
+        w.put(env.main_db(), b"zzz", b"last", PutFlags::empty())
+            .unwrap();
+        w.commit().unwrap();
+    }
+    let data = dir.path().join("data.cairn");
+    let mut bytes = std::fs::read(&data).unwrap();
+    let page = 5;
+    bytes[page * 4096 + 2000] ^= 0x55;
+    std::fs::write(&data, &bytes).unwrap();
+    let o = cairn(&["check", s(dir.path())], b"");
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("problem: "), "{err}");
+    assert!(err.contains("page"), "{err}");
+    let o = cairn(&["check", "--json", s(dir.path())], b"");
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["ok"], false);
+    assert!(!v["problems"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn check_reports_a_file_that_does_not_open() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("data.cairn"), vec![0xa5u8; 3 * 4096]).unwrap();
+    let e = fails(&["check", s(dir.path())], b"");
+    assert!(e.contains("problem: opening"), "{e}");
+}
+
+#[test]
+fn copy_raw_compact_file_and_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    sample(&src);
+    let want = read(&src);
+    let raw = dir.path().join("raw");
+    ok(&["copy", s(&src), s(&raw)], b"");
+    assert_eq!(read(&raw), want);
+    let compact = dir.path().join("compact");
+    ok(&["copy", "-c", s(&src), s(&compact)], b"");
+    assert_eq!(read(&compact), want);
+    ok(&["check", s(&compact)], b"");
+    // -n: the source and the destination are data files.
+    let file = dir.path().join("copy.cairn");
+    ok(&["copy", "-n", s(&src.join("data.cairn")), s(&file)], b"");
+    assert_eq!(read(&file), want);
+    // No destination: the copy goes to stdout.
+    let bytes = ok(&["copy", "--compact", s(&src)], b"");
+    let piped = dir.path().join("piped.cairn");
+    std::fs::write(&piped, &bytes).unwrap();
+    assert_eq!(read(&piped), want);
+    // A destination that already holds a database is refused and left alone.
+    let before = std::fs::read(raw.join("data.cairn")).unwrap();
+    assert!(fails(&["copy", s(&src), s(&raw)], b"").contains("exists"));
+    assert_eq!(std::fs::read(raw.join("data.cairn")).unwrap(), before);
+}
+
+#[test]
+fn hot_copy_while_a_writer_commits() {
+    // The copy is one snapshot: every commit keeps "count" equal to the number of other keys.
+    let dir = tempfile::tempdir().unwrap();
+    let _g = env_guard();
+    let env = Env::open(dir.path().join("src")).unwrap();
+    let db = env.main_db();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut w = env.write_txn().unwrap();
+                for _ in 0..50 {
+                    w.put(
+                        db,
+                        format!("k{n:08}").as_bytes(),
+                        &[1u8; 200],
+                        PutFlags::empty(),
+                    )
+                    .unwrap();
+                    n += 1;
+                }
+                w.put(db, b"count", &n.to_le_bytes(), PutFlags::empty())
+                    .unwrap();
+                w.commit().unwrap();
+            }
+        });
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        for (i, compact) in [false, true, false, true].into_iter().enumerate() {
+            let target = dir.path().join(format!("copy{i}"));
+            cairn_cli::copy::copy_with_progress(&env, &target, compact, false).unwrap();
+            let c = Env::options().read_only(true).open(&target).unwrap();
+            let r = c.read_txn().unwrap();
+            assert!(r.check().unwrap().is_ok());
+            let count = r
+                .get(c.main_db(), b"count")
+                .unwrap()
+                .map(|v| u64::from_le_bytes(v.try_into().unwrap()));
+            let keys = r.stat(c.main_db()).unwrap().entries;
+            if let Some(count) = count {
+                assert_eq!(count + 1, keys, "copy {i} mixes commits");
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+}
+
+#[test]
+fn readers_and_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    sample(dir.path());
+    let out = String::from_utf8(ok(&["readers", s(dir.path())], b"")).unwrap();
+    assert_eq!(out, "(no active readers)\n");
+    let v: serde_json::Value =
+        serde_json::from_slice(&ok(&["readers", "--check", "--json", s(dir.path())], b"")).unwrap();
+    assert_eq!(v["stale_cleared"], 0);
+    assert_eq!(v["slots"], serde_json::json!([]));
+
+    // Empty a named database: it stays, with its flags.
+    ok(&["drop", "-s", "ints", s(dir.path())], b"");
+    let c = read(dir.path());
+    assert_eq!(c[&Some("ints".to_string())], (0x08, vec![]));
+    // Delete it.
+    ok(&["drop", "-d", "-s", "ints", s(dir.path())], b"");
+    assert!(!read(dir.path()).contains_key(&Some("ints".to_string())));
+    assert!(fails(&["drop", "-s", "ints", s(dir.path())], b"").contains("not found"));
+    // The main database can be emptied, not deleted.
+    assert!(fails(&["drop", "-d", s(dir.path())], b"").contains("cannot be deleted"));
+    ok(&["drop", s(dir.path())], b"");
+    let c = read(dir.path());
+    assert!(!c.contains_key(&None));
+    assert!(c.contains_key(&Some("rev".to_string())));
+}
+
+#[test]
+fn piped_output_draws_no_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    sample(dir.path());
+    let dump = dir.path().join("dump.txt");
+    for args in [
+        vec!["check", s(dir.path())],
+        vec!["dump", "-a", s(dir.path())],
+        vec!["dump", "-a", "-f", s(&dump), s(dir.path())],
+        vec!["copy", s(dir.path())],
+    ] {
+        let o = cairn(&args, b"");
+        assert!(o.status.success());
+        assert!(
+            o.stderr.is_empty(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let o = cairn(&["load", "-f", s(&dump), s(&dir.path().join("new"))], b"");
+    assert!(o.status.success());
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// On a terminal (a pseudo-terminal from util-linux's `script`), long work draws a bar.
+#[test]
+fn terminal_gets_a_progress_bar() {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIPPED: util-linux `script` is not installed, no pseudo-terminal to test on");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let _g = env_guard();
+        let env = Env::open(dir.path().join("db")).unwrap();
+        let mut w = env.write_txn().unwrap();
+        for i in 0..300_000u32 {
+            w.put(
+                env.main_db(),
+                &i.to_be_bytes(),
+                &[0u8; 64],
+                PutFlags::empty(),
+            )
+            .unwrap();
+        }
+        w.commit().unwrap();
+    }
+    let dump = dir.path().join("dump.txt");
+    let cmd = format!(
+        "{} dump -f {} {}",
+        env!("CARGO_BIN_EXE_cairn"),
+        s(&dump),
+        s(&dir.path().join("db"))
+    );
+    let o = std::process::Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("dumping"), "no progress bar drawn: {text:?}");
+}

@@ -1,0 +1,142 @@
+//! Helpers shared by the integration tests: run the built `cairn` binary, build environments
+//! through the engine's API, read them back.
+#![allow(dead_code, reason = "each test file uses a different subset")]
+
+use cairn::{DbFlags, Env, PutFlags};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
+
+/// Serialises process spawning with the engine's open files in this test process. A child
+/// forked while an environment is open shares its lock file's open file description (and so its
+/// OFD lock) until it execs; an environment closed and reopened in that window would find itself
+/// locked out. Holding this lock while an `Env` lives and while spawning closes the window.
+static FORK: Mutex<()> = Mutex::new(());
+
+/// Takes the spawn lock (see [`FORK`]); hold it while an `Env` is open in this process.
+pub fn env_guard() -> MutexGuard<'static, ()> {
+    FORK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Contents of an environment: database name (None = main) to flags and records in order.
+pub type Contents = BTreeMap<Option<String>, (u32, Vec<(Vec<u8>, Vec<u8>)>)>;
+
+/// Runs `cairn` with `args`, feeding `stdin`.
+pub fn cairn(args: &[&str], stdin: &[u8]) -> Output {
+    run(env!("CARGO_BIN_EXE_cairn"), args, stdin)
+}
+
+/// Runs a program with `args`, feeding `stdin`.
+pub fn run(prog: &str, args: &[&str], stdin: &[u8]) -> Output {
+    let guard = env_guard();
+    let mut child = Command::new(prog)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("running {prog}: {e}"));
+    // spawn returns once the child has exec'd: it holds none of our descriptors any more.
+    drop(guard);
+    let mut input = child.stdin.take().expect("stdin");
+    let data = stdin.to_vec();
+    let feeder = std::thread::spawn(move || {
+        // The program may exit before reading everything (an early error): ignore EPIPE.
+        let _ = input.write_all(&data);
+    });
+    let out = child.wait_with_output().expect("wait");
+    feeder.join().expect("feeder");
+    out
+}
+
+/// Runs `cairn` and asserts success; returns stdout.
+pub fn ok(args: &[&str], stdin: &[u8]) -> Vec<u8> {
+    let o = cairn(args, stdin);
+    assert!(
+        o.status.success(),
+        "cairn {args:?} failed ({:?}): {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o.stdout
+}
+
+/// Runs `cairn`, asserts exit status 1, returns stderr as text.
+pub fn fails(args: &[&str], stdin: &[u8]) -> String {
+    let o = cairn(args, stdin);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "cairn {args:?} should fail with 1; stdout {} stderr {}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Creates an environment holding `c`.
+pub fn build(path: &Path, c: &Contents) {
+    let _g = env_guard();
+    let env = Env::open(path).expect("open");
+    let mut w = env.write_txn().expect("write");
+    for (name, (flags, recs)) in c {
+        let db = w
+            .create_db(
+                name.as_deref(),
+                DbFlags::from_bits_retain(*flags) | DbFlags::CREATE,
+            )
+            .expect("create_db");
+        for (k, v) in recs {
+            w.put(db, k, v, PutFlags::empty()).expect("put");
+        }
+    }
+    w.commit().expect("commit");
+}
+
+/// Reads every database of an environment.
+pub fn read(path: &Path) -> Contents {
+    let _g = env_guard();
+    let env = Env::options().read_only(true).open(path).expect("open");
+    let r = env.read_txn().expect("read");
+    let mut out = Contents::new();
+    let mut names = vec![None];
+    names.extend(r.db_names().expect("names").into_iter().map(Some));
+    for name in names {
+        let db = r.open_db(name.as_deref()).expect("open_db");
+        let flags = r.db_flags(db).expect("flags").bits();
+        let recs: Vec<_> = r
+            .iter(db)
+            .expect("iter")
+            .map(|i| {
+                let (k, v) = i.expect("item");
+                (k.to_vec(), v.to_vec())
+            })
+            .collect();
+        if name.is_none() && recs.is_empty() && flags == 0 {
+            continue;
+        }
+        out.insert(name, (flags, recs));
+    }
+    out
+}
+
+/// Sorted, deduplicated records in the order a database with `flags` keeps them.
+pub fn normalize(flags: u32, recs: &[(Vec<u8>, Vec<u8>)]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut m: BTreeMap<Vec<u8>, (Vec<u8>, Vec<u8>)> = BTreeMap::new();
+    for (k, v) in recs {
+        let sort_key = if flags & 0x08 != 0 {
+            // Native unsigned integers, 4 or 8 bytes (tests use one width per database).
+            let mut a = [0u8; 8];
+            a[..k.len()].copy_from_slice(k);
+            u64::from_le_bytes(a).to_be_bytes().to_vec()
+        } else if flags & 0x02 != 0 {
+            k.iter().rev().copied().collect()
+        } else {
+            k.clone()
+        };
+        m.insert(sort_key, (k.clone(), v.clone()));
+    }
+    m.into_values().collect()
+}
