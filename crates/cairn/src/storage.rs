@@ -7,13 +7,18 @@
 //!   through the map would fault, so the range is checked here, once, for every page access.
 //! - Data written by `write_at` is visible to `bytes` at once (the map is coherent with writes);
 //!   it is durable only after `sync` returns.
+//! - Tree and overflow pages reach the engine through `read_pages`, which verifies a page's
+//!   checksum the first time this process reads it: a bit flipped on the disk is an error, never
+//!   wrong data. [`VerifiedPages`] remembers what was verified by (offset, writer txnid);
+//!   `write_at` forgets every page it overwrites, so a remembered entry always vouches for the
+//!   bytes now at its offset. Another process's writes carry new txnids, which miss the table.
 
 use crate::error::{Error, Result};
-use crate::format::BOOT_ID;
+use crate::format::{self, BOOT_ID};
 use crate::os::{self, Map};
 use std::fs::File;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 /// Where the data file's bytes live. Sealed: the engine relies on the exact guarantees above.
 pub trait Storage: Send + Sync + private::Sealed {
@@ -43,6 +48,120 @@ pub trait Storage: Send + Sync + private::Sealed {
     /// they were written during this boot (a power loss implies a reboot). All zeros when
     /// unknown, which trusts nothing unsynced.
     fn boot_id(&self) -> [u8; BOOT_ID];
+    /// Pages whose checksum this process has verified (see `read_pages`).
+    #[doc(hidden)]
+    fn verified(&self) -> &VerifiedPages;
+}
+
+/// Offsets are remembered per 4 KiB unit, whatever the page size.
+const UNIT: u64 = format::MIN_PAGE_SIZE as u64;
+/// Entries per lazily allocated chunk of the table (128 KiB each).
+const CHUNK: u64 = 1 << 14;
+
+/// Which pages of the file were verified against their checksum, and as written by which
+/// transaction: one word per 4 KiB of the reserved range, allocated in chunks on first use,
+/// read without locks.
+pub struct VerifiedPages {
+    chunks: Box<[OnceLock<Box<[AtomicU64]>>]>,
+}
+
+impl VerifiedPages {
+    fn new(reserve: u64) -> VerifiedPages {
+        let units = reserve.div_ceil(UNIT);
+        let n = units.div_ceil(CHUNK) as usize;
+        VerifiedPages {
+            chunks: (0..n).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// The entry of the page at `off`, if its chunk exists (or is created when `alloc`).
+    fn entry(&self, off: u64, alloc: bool) -> Option<&AtomicU64> {
+        let unit = off / UNIT;
+        let cell = self.chunks.get((unit / CHUNK) as usize)?;
+        let chunk = if alloc {
+            cell.get_or_init(|| (0..CHUNK).map(|_| AtomicU64::new(0)).collect())
+        } else {
+            cell.get()?
+        };
+        chunk.get((unit % CHUNK) as usize)
+    }
+
+    /// Whether the page at `off`, stamped by `txnid`, was verified.
+    #[inline]
+    fn is_verified(&self, off: u64, txnid: u64) -> bool {
+        txnid != 0
+            && self
+                .entry(off, false)
+                .is_some_and(|e| e.load(Ordering::Acquire) == txnid)
+    }
+
+    fn mark(&self, off: u64, txnid: u64) {
+        if let Some(e) = self.entry(off, true) {
+            e.store(txnid, Ordering::Release);
+        }
+    }
+
+    /// Forgets every page starting in `[off, off + len)`.
+    fn forget(&self, off: u64, len: u64) {
+        let mut at = off.div_ceil(UNIT) * UNIT;
+        let end = off.saturating_add(len);
+        while at < end {
+            match self.entry(at, false) {
+                Some(e) => {
+                    e.store(0, Ordering::Release);
+                    at += UNIT;
+                }
+                // A chunk never allocated holds nothing to forget.
+                None => at = (at / UNIT / CHUNK + 1) * CHUNK * UNIT,
+            }
+        }
+    }
+}
+
+/// The `span` pages at `pgno` (a tree page, or a whole overflow run), verified against their
+/// checksum, number and a writer no newer than `max_txnid` the first time this process reads
+/// them. `span` must be what the page's header declares, so a page verified alone is never
+/// taken for the head of a longer run.
+#[inline]
+pub(crate) fn read_pages(
+    storage: &dyn Storage,
+    page_size: usize,
+    pgno: u64,
+    span: u64,
+    max_txnid: u64,
+) -> Result<&[u8]> {
+    let ps = page_size as u64;
+    let off = pgno
+        .checked_mul(ps)
+        .ok_or_else(|| Error::corrupted(format!("page {pgno} out of range")))?;
+    let len = span
+        .checked_mul(ps)
+        .and_then(|l| usize::try_from(l).ok())
+        .ok_or_else(|| Error::corrupted(format!("run of {span} pages out of range")))?;
+    let b = storage.bytes(off, len)?;
+    let id = format::page_id(b)?;
+    let own = if id.kind == format::KIND_OVERFLOW {
+        id.span
+    } else {
+        1
+    };
+    if own != span {
+        return Err(Error::corrupted(format!(
+            "page {pgno}: spans {own} pages where {span} are expected"
+        )));
+    }
+    if id.txnid > max_txnid {
+        return Err(Error::corrupted(format!(
+            "page {pgno}: written by transaction {}, after the snapshot's {max_txnid}",
+            id.txnid
+        )));
+    }
+    let seen = storage.verified();
+    if !seen.is_verified(off, id.txnid) {
+        format::verify_page(b, pgno, None)?;
+        seen.mark(off, id.txnid);
+    }
+    Ok(b)
 }
 
 mod private {
@@ -58,6 +177,7 @@ pub struct FileStorage {
     len: AtomicU64,
     name: String,
     boot: [u8; BOOT_ID],
+    verified: VerifiedPages,
 }
 
 impl FileStorage {
@@ -75,6 +195,7 @@ impl FileStorage {
             len: AtomicU64::new(len),
             name,
             boot: system_boot_id(),
+            verified: VerifiedPages::new(reserve),
         })
     }
 
@@ -143,6 +264,8 @@ impl Storage for FileStorage {
     }
 
     fn write_at(&self, off: u64, bufs: &[&[u8]]) -> Result<()> {
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        self.verified.forget(off, total as u64);
         os::pwritev_all(&self.file, off, bufs)
             .map_err(|e| Error::io(format!("writing to {} at offset {off}", self.name), e))
     }
@@ -168,6 +291,10 @@ impl Storage for FileStorage {
 
     fn boot_id(&self) -> [u8; BOOT_ID] {
         self.boot
+    }
+
+    fn verified(&self) -> &VerifiedPages {
+        &self.verified
     }
 }
 
@@ -228,6 +355,7 @@ pub struct SimStorage {
     inner: Mutex<SimInner>,
     len: AtomicU64,
     boot: [u8; BOOT_ID],
+    verified: VerifiedPages,
 }
 
 /// Each simulated storage is a new boot unless told otherwise (`same_boot_as`).
@@ -284,6 +412,7 @@ impl SimStorage {
                 b[..8].copy_from_slice(&SIM_BOOTS.fetch_add(1, Ordering::Relaxed).to_le_bytes());
                 b
             },
+            verified: VerifiedPages::new(reserve),
         })
     }
 
@@ -444,6 +573,8 @@ impl Storage for SimStorage {
         let mut g = self.lock();
         SimStorage::check_fault(&mut g, false)?;
         g.writes += 1;
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        self.verified.forget(off, total as u64);
         let mut at = off;
         for b in bufs {
             let end = at + b.len() as u64;
@@ -486,5 +617,9 @@ impl Storage for SimStorage {
 
     fn boot_id(&self) -> [u8; BOOT_ID] {
         self.boot
+    }
+
+    fn verified(&self) -> &VerifiedPages {
+        &self.verified
     }
 }

@@ -57,7 +57,7 @@ impl PageSource for Snapshot<'_> {
             )));
         }
         let ps = self.meta.page_size as usize;
-        self.storage.bytes(pgno * ps as u64, ps)
+        crate::storage::read_pages(self.storage, ps, pgno, 1, self.meta.txnid)
     }
     fn pages(&self, pgno: u64, span: u64) -> Result<&[u8]> {
         if pgno == 0 || pgno.checked_add(span).is_none_or(|e| e > self.meta.npages) {
@@ -65,8 +65,8 @@ impl PageSource for Snapshot<'_> {
                 "pages {pgno}+{span} outside the snapshot"
             )));
         }
-        let ps = self.meta.page_size as u64;
-        self.storage.bytes(pgno * ps, (span * ps) as usize)
+        let ps = self.meta.page_size as usize;
+        crate::storage::read_pages(self.storage, ps, pgno, span, self.meta.txnid)
     }
 }
 
@@ -798,8 +798,8 @@ impl<'env> RwTxn<'env> {
             )));
         }
         let env: &'env Env = self.env;
-        let ps = env.inner.page_size as u64;
-        env.inner.storage.bytes(pgno * ps, (span * ps) as usize)
+        let ps = env.inner.page_size;
+        crate::storage::read_pages(&*env.inner.storage, ps, pgno, span, self.base.txnid)
     }
 
     fn free_clean(&mut self, pgno: u64, span: u64, birth: u64) -> Result<()> {
