@@ -146,13 +146,9 @@ impl Walker<'_> {
                     )));
                 }
             }
-            if p.hinted() && !k.starts_with(p.prefix()) {
-                return Err(Error::corrupted(format!(
-                    "page {pg}: key {i} lacks the page prefix"
-                )));
-            }
             prev = Some(k);
         }
+        p.check_hints()?;
         if p.is_leaf() {
             if level != depth {
                 return Err(Error::corrupted(format!(

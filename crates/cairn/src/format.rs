@@ -41,6 +41,12 @@ pub const NODE_HDR: usize = 7;
 pub const OVERFLOW_REF: usize = 8;
 /// Largest value stored (LMDB's and libmdbx's practical limit, 2 GiB).
 pub const MAX_VALUE: usize = 0x7fff_ffff;
+/// Deepest tree accepted: far beyond any real tree (2 keys per page gives 2^32 entries), and
+/// the bound on every descent, so a cycle in a corrupted file ends in an error.
+pub const MAX_TREE_DEPTH: u16 = 32;
+/// Database flags that may be stored in a record (LMDB's REVERSEKEY, DUPSORT, INTEGERKEY,
+/// DUPFIXED, INTEGERDUP, REVERSEDUP).
+pub const DB_RECORD_FLAGS: u16 = 0x7e;
 
 // Page header offsets.
 const H_CHECKSUM: usize = 0;
@@ -257,7 +263,10 @@ impl DbRecord {
         put_u32(b, 44, 0);
     }
 
-    /// Decodes 48 bytes; checks only the size (the tree walk checks the rest).
+    /// Decodes 48 bytes and checks that the fields agree with one another: known flags, a zero
+    /// reserved word, a depth within [`MAX_TREE_DEPTH`], and an empty tree exactly when the
+    /// root is 0. Whether the root and counts fit the snapshot is checked by the meta (for its
+    /// own records) and by every descent.
     pub fn decode(b: &[u8]) -> Result<DbRecord> {
         if b.len() != DB_RECORD {
             return Err(Error::corrupted(format!(
@@ -265,7 +274,7 @@ impl DbRecord {
                 b.len()
             )));
         }
-        Ok(DbRecord {
+        let r = DbRecord {
             root: get_u64(b, 0),
             entries: get_u64(b, 8),
             branch_pages: get_u64(b, 16),
@@ -273,7 +282,42 @@ impl DbRecord {
             overflow_pages: get_u64(b, 32),
             depth: get_u16(b, 40),
             flags: get_u16(b, 42),
-        })
+        };
+        let bad = |what: &str| Err(Error::corrupted(format!("database record: {what}")));
+        if r.flags & !DB_RECORD_FLAGS != 0 {
+            return bad(&format!("unknown flags {:#x}", r.flags));
+        }
+        if get_u32(b, 44) != 0 {
+            return bad("reserved word is not zero");
+        }
+        if r.depth > MAX_TREE_DEPTH {
+            return bad(&format!("depth {}", r.depth));
+        }
+        let pages = r.branch_pages.checked_add(r.leaf_pages);
+        let shape_ok = if r.root == 0 {
+            r.depth == 0 && r.entries == 0 && pages == Some(0) && r.overflow_pages == 0
+        } else {
+            r.depth >= 1
+                && r.leaf_pages >= 1
+                && (r.depth == 1) == (r.branch_pages == 0)
+                && pages.is_some_and(|p| p >= u64::from(r.depth))
+        };
+        if !shape_ok {
+            return bad(&format!(
+                "root {} with depth {}, {} entries, {}+{}+{} pages",
+                r.root, r.depth, r.entries, r.branch_pages, r.leaf_pages, r.overflow_pages
+            ));
+        }
+        Ok(r)
+    }
+
+    /// Whether every page the record counts, and its root, lie below `npages`.
+    pub fn fits(&self, npages: u64) -> bool {
+        self.root < npages
+            && [self.branch_pages, self.leaf_pages, self.overflow_pages]
+                .iter()
+                .try_fold(0u64, |a, &c| a.checked_add(c))
+                .is_some_and(|total| total < npages)
     }
 
     /// Encoded form.
@@ -434,15 +478,37 @@ impl Meta {
             }
         }
         let rec = |at: usize| DbRecord::decode(&b[at..at + DB_RECORD]);
-        let (Ok(main), Ok(catalog), Ok(free)) = (rec(M_MAIN), rec(M_CATALOG), rec(M_FREE)) else {
-            return MetaSlot::Damaged("database record".into());
+        let (main, catalog, free) = match (rec(M_MAIN), rec(M_CATALOG), rec(M_FREE)) {
+            (Ok(m), Ok(c), Ok(f)) => (m, c, f),
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+                return MetaSlot::Damaged(e.to_string());
+            }
         };
+        if ![main, catalog, free].iter().all(|r| r.fits(npages)) {
+            return MetaSlot::Damaged(format!("a database record leaves the {npages} pages"));
+        }
+        let txnid = get_u64(b, M_TXNID);
+        let flags = get_u32(b, M_FLAGS);
+        let last_steady = get_u64(b, M_LAST_STEADY);
+        let steady_ok = if flags & MF_STEADY != 0 {
+            last_steady == txnid
+        } else {
+            last_steady < txnid
+        };
+        if txnid == 0 || flags & !MF_STEADY != 0 || !steady_ok {
+            return MetaSlot::Damaged(format!(
+                "txnid {txnid}, flags {flags:#x}, last steady {last_steady}"
+            ));
+        }
+        if list_head >= npages {
+            return MetaSlot::Damaged(format!("commit list at page {list_head}"));
+        }
         MetaSlot::Valid(Meta {
             page_size,
-            txnid: get_u64(b, M_TXNID),
-            flags: get_u32(b, M_FLAGS),
+            txnid,
+            flags,
             npages,
-            last_steady: get_u64(b, M_LAST_STEADY),
+            last_steady,
             run_count,
             list_head,
             main,
@@ -454,9 +520,17 @@ impl Meta {
     }
 }
 
+/// Recomputes the checksum of an encoded meta slot in place (for tools and tests that craft
+/// commit records; the engine encodes them whole with [`Meta::encode`]).
+pub fn seal_meta(b: &mut [u8]) {
+    let sum = xxhash_rust::xxh3::xxh3_64(&b[..M_CHECKSUM]);
+    put_u64(b, M_CHECKSUM, sum);
+}
+
 /// Whether a buffer's first meta slot carries Cairn's magic (an old or damaged file of ours).
 pub fn has_magic(b: &[u8]) -> bool {
-    (0..META_SLOTS).any(|i| b.len() >= (i + 1) * SECTOR && b[i * SECTOR..i * SECTOR + 8] == MAGIC)
+    // A slot cut short by truncation still shows its magic.
+    (0..META_SLOTS).any(|i| b.get(i * SECTOR..i * SECTOR + 8) == Some(&MAGIC[..]))
 }
 
 fn encode_run(b: &mut [u8], r: &WrittenRun) {
@@ -494,10 +568,10 @@ pub fn build_list_page(b: &mut [u8], runs: &[WrittenRun], next: u64) {
 
 /// Reads a verified list page: its runs and the next list page (0 = last).
 pub fn read_list_page(b: &[u8]) -> Result<(Vec<WrittenRun>, u64)> {
-    if b[H_KIND] != KIND_LIST {
+    if b.len() < PAGE_FIELDS || b[H_KIND] != KIND_LIST {
         return Err(Error::corrupted(format!(
             "page {} is not a commit-list page",
-            get_u64(b, H_PGNO)
+            b.get(H_PGNO..H_PGNO + 8).map_or(0, |_| get_u64(b, H_PGNO))
         )));
     }
     let n = get_u16(b, H_NKEYS) as usize;
@@ -566,12 +640,19 @@ pub struct Page<'a> {
     b: &'a [u8],
     nkeys: usize,
     plen: usize,
+    upper: usize,
 }
 
 impl<'a> Page<'a> {
     /// Checks the header of a branch or leaf page and wraps it.
     #[inline]
     pub fn new(b: &'a [u8], pgno: u64) -> Result<Page<'a>> {
+        if b.len() < SLOTS_AT || b.len() > MAX_PAGE_SIZE {
+            return Err(Error::corrupted(format!(
+                "page {pgno}: {} bytes is not a page",
+                b.len()
+            )));
+        }
         let kind = b[H_KIND];
         if kind != KIND_BRANCH && kind != KIND_LEAF {
             return Err(Error::corrupted(format!(
@@ -584,7 +665,18 @@ impl<'a> Page<'a> {
         if plen > PREFIX_MAX || upper > b.len() || SLOTS_AT + nkeys * SLOT > upper {
             return Err(Error::corrupted(format!("page {pgno}: header bounds")));
         }
-        Ok(Page { b, nkeys, plen })
+        if b[H_FLAGS] & !PF_HINTED != 0 {
+            return Err(Error::corrupted(format!(
+                "page {pgno}: unknown page flags {:#x}",
+                b[H_FLAGS]
+            )));
+        }
+        Ok(Page {
+            b,
+            nkeys,
+            plen,
+            upper,
+        })
     }
 
     /// The raw image.
@@ -617,7 +709,7 @@ impl<'a> Page<'a> {
     }
     /// Start of the node area.
     pub fn upper(&self) -> usize {
-        get_u32(self.b, H_UPPER) as usize
+        self.upper
     }
 
     #[inline]
@@ -626,15 +718,24 @@ impl<'a> Page<'a> {
         (get_u16(self.b, at) as usize, get_u16(self.b, at + 2))
     }
 
-    /// Node `i` (< nkeys), bounds-checked.
+    /// Node `i` (< nkeys), bounds-checked: it lies in the node area, its flags are known and
+    /// fit the page's kind. The sorted-duplicate flags are reserved: until this build writes
+    /// them, a node carrying them is corrupt.
     #[inline]
     pub fn node(&self, i: usize) -> Result<Node<'a>> {
+        if i >= self.nkeys {
+            return Err(self.bad("slot past the node count"));
+        }
         let (off, _) = self.slot(i);
         let b = self.b;
-        if off < SLOTS_AT || off + NODE_HDR > b.len() {
+        if off < self.upper || off + NODE_HDR > b.len() {
             return Err(self.bad("node offset"));
         }
         let flags = b[off];
+        let allowed = if self.is_leaf() { NF_BIG } else { 0 };
+        if flags & !allowed != 0 {
+            return Err(self.bad(&format!("node flags {flags:#x}")));
+        }
         let klen = get_u16(b, off + 1) as usize;
         let vlen = get_u32(b, off + 3);
         let stored = if flags & NF_BIG != 0 || !self.is_leaf() {
@@ -743,6 +844,26 @@ impl<'a> Page<'a> {
         Ok((lo, false))
     }
 
+    /// Checks what binary search trusts on a hinted page: every key (slot 0 of a branch
+    /// excepted) carries the page prefix and its slot holds its hint. The checker's part:
+    /// reads trust both, so a page that lies here would hide keys from lookups.
+    pub fn check_hints(&self) -> Result<()> {
+        if !self.hinted() {
+            return Ok(());
+        }
+        let first = usize::from(!self.is_leaf());
+        for i in first..self.nkeys {
+            let k = self.key(i)?;
+            if !k.starts_with(self.prefix()) {
+                return Err(self.bad(&format!("key {i} lacks the page prefix")));
+            }
+            if self.slot(i).1 != hint_of(k, self.plen) {
+                return Err(self.bad(&format!("slot {i} holds a wrong hint")));
+            }
+        }
+        Ok(())
+    }
+
     /// Index of the child of a branch page that covers `key`.
     #[inline]
     pub fn child_index(&self, key: &[u8], cmp: &KeyCmp) -> Result<usize> {
@@ -821,6 +942,7 @@ impl<'a> PageMut<'a> {
             b: self.b,
             nkeys: get_u16(self.b, H_NKEYS) as usize,
             plen: get_u16(self.b, H_PLEN) as usize,
+            upper: get_u32(self.b, H_UPPER) as usize,
         }
     }
 

@@ -10,6 +10,8 @@ use crate::format::{DbRecord, KeyCmp};
 #[derive(Clone, Debug, Default)]
 pub struct Position {
     stack: Vec<(u64, usize)>,
+    /// Depth of the tree walked (from its record): every leaf must lie at exactly this level.
+    depth: usize,
 }
 
 impl Position {
@@ -17,6 +19,7 @@ impl Position {
     pub fn new() -> Position {
         Position {
             stack: Vec::with_capacity(8),
+            depth: 0,
         }
     }
 
@@ -37,10 +40,7 @@ impl Position {
         last: bool,
     ) -> Result<bool> {
         loop {
-            if self.stack.len() >= MAX_DEPTH {
-                return Err(Error::corrupted("tree deeper than the depth limit"));
-            }
-            let p = tree_page(src, pgno)?;
+            let p = self.level_page(src, pgno)?;
             let n = p.nkeys();
             if n == 0 {
                 // Only a root leaf may be empty (the free tree keeps one).
@@ -60,9 +60,33 @@ impl Position {
         }
     }
 
+    /// The page `pgno` about to be pushed, checked to be a leaf exactly at the tree's depth.
+    fn level_page<'a, S: PageSource + ?Sized>(
+        &self,
+        src: &'a S,
+        pgno: u64,
+    ) -> Result<crate::format::Page<'a>> {
+        let level = self.stack.len() + 1;
+        if level > self.depth {
+            return Err(Error::corrupted(format!(
+                "page {pgno} below the tree's depth {}",
+                self.depth
+            )));
+        }
+        let p = tree_page(src, pgno)?;
+        if p.is_leaf() != (level == self.depth) {
+            return Err(Error::corrupted(format!(
+                "page {pgno} at level {level} of a tree of depth {}",
+                self.depth
+            )));
+        }
+        Ok(p)
+    }
+
     /// Moves to the first entry; false if the tree is empty.
     pub fn first<S: PageSource + ?Sized>(&mut self, src: &S, rec: &DbRecord) -> Result<bool> {
         self.stack.clear();
+        self.depth = usize::from(rec.depth).min(MAX_DEPTH);
         if rec.root == 0 {
             return Ok(false);
         }
@@ -72,6 +96,7 @@ impl Position {
     /// Moves to the last entry; false if the tree is empty.
     pub fn last<S: PageSource + ?Sized>(&mut self, src: &S, rec: &DbRecord) -> Result<bool> {
         self.stack.clear();
+        self.depth = usize::from(rec.depth).min(MAX_DEPTH);
         if rec.root == 0 {
             return Ok(false);
         }
@@ -87,15 +112,13 @@ impl Position {
         key: &[u8],
     ) -> Result<(bool, bool)> {
         self.stack.clear();
+        self.depth = usize::from(rec.depth).min(MAX_DEPTH);
         if rec.root == 0 {
             return Ok((false, false));
         }
         let mut pgno = rec.root;
         loop {
-            if self.stack.len() >= MAX_DEPTH {
-                return Err(Error::corrupted("tree deeper than the depth limit"));
-            }
-            let p = tree_page(src, pgno)?;
+            let p = self.level_page(src, pgno)?;
             if p.is_leaf() {
                 let (i, exact) = p.lower_bound(key, cmp, 0)?;
                 self.stack.push((pgno, i));

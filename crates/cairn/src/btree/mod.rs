@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, KeyCmp, Node};
 
 /// Deepest tree walked: far beyond any real tree (2 keys per page gives 2^32 entries).
-pub const MAX_DEPTH: usize = 32;
+pub const MAX_DEPTH: usize = format::MAX_TREE_DEPTH as usize;
 
 /// Read access to pages of one snapshot (a read transaction, or a write transaction's view).
 pub trait PageSource {

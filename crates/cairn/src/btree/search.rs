@@ -15,8 +15,14 @@ pub fn find_leaf<S: PageSource + ?Sized>(
         return Ok(None);
     }
     let mut pgno = rec.root;
-    for _ in 0..MAX_DEPTH {
+    let depth = usize::from(rec.depth).min(MAX_DEPTH);
+    for level in 1..=depth {
         let p = tree_page(src, pgno)?;
+        if p.is_leaf() != (level == depth) {
+            return Err(Error::corrupted(format!(
+                "page {pgno} at level {level} of a tree of depth {depth}"
+            )));
+        }
         if p.is_leaf() {
             let (i, exact) = p.lower_bound(key, cmp, 0)?;
             return Ok(Some((pgno, i, exact)));
@@ -25,7 +31,8 @@ pub fn find_leaf<S: PageSource + ?Sized>(
         pgno = p.child(i)?;
     }
     Err(Error::corrupted(format!(
-        "tree deeper than {MAX_DEPTH} levels (a cycle?)"
+        "tree of depth {depth} with root {}",
+        rec.root
     )))
 }
 
