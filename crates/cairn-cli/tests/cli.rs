@@ -8,36 +8,7 @@ use common::*;
 use std::path::Path;
 
 fn sample(path: &Path) {
-    let mut c = Contents::new();
-    c.insert(
-        None,
-        (
-            0,
-            (0..500u32)
-                .map(|i| (format!("key{i:05}").into_bytes(), vec![i as u8; 300]))
-                .collect(),
-        ),
-    );
-    c.insert(
-        Some("ints".into()),
-        (
-            0x08,
-            (0..100u64)
-                .map(|i| (i.to_le_bytes().to_vec(), b"v".to_vec()))
-                .collect(),
-        ),
-    );
-    c.insert(
-        Some("rev".into()),
-        (
-            0x02,
-            vec![
-                (b"ab".to_vec(), b"1".to_vec()),
-                (b"ba".to_vec(), b"2".to_vec()),
-            ],
-        ),
-    );
-    build(path, &c);
+    build(path, &common::sample());
 }
 
 fn s(p: &Path) -> &str {

@@ -20,8 +20,31 @@ pub fn env_guard() -> MutexGuard<'static, ()> {
     FORK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Contents of an environment: database name (None = main) to flags and records in order.
-pub type Contents = BTreeMap<Option<String>, (u32, Vec<(Vec<u8>, Vec<u8>)>)>;
+/// One database: flags and records in order.
+pub type Db = (u32, Vec<(Vec<u8>, Vec<u8>)>);
+
+/// Contents of an environment: database name (None = main) to its database.
+pub type Contents = BTreeMap<Option<String>, Db>;
+
+/// A main database of 500 records past two levels, an integer-key "ints" and a reverse-key
+/// "rev".
+pub fn sample() -> Contents {
+    let mut c = Contents::new();
+    let main = (0..500u32)
+        .map(|i| (format!("key{i:05}").into_bytes(), vec![i as u8; 300]))
+        .collect();
+    c.insert(None, (0, main));
+    let ints = (0..100u64)
+        .map(|i| (i.to_le_bytes().to_vec(), b"v".to_vec()))
+        .collect();
+    c.insert(Some("ints".into()), (0x08, ints));
+    let rev = vec![
+        (b"ab".to_vec(), b"1".to_vec()),
+        (b"ba".to_vec(), b"2".to_vec()),
+    ];
+    c.insert(Some("rev".into()), (0x02, rev));
+    c
+}
 
 /// Runs `cairn` with `args`, feeding `stdin`.
 pub fn cairn(args: &[&str], stdin: &[u8]) -> Output {
