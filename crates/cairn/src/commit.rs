@@ -303,7 +303,7 @@ impl RwTxn<'_> {
             return Ok(());
         }
         let mut target = need.max(len + growth_step(len));
-        if let Some(max) = self.env.inner.opts.max_size {
+        if let Some(max) = self.env.inner.max_size() {
             target = target.min(max).max(need);
         }
         let ps = self.env.inner.page_size as u64;

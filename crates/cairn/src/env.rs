@@ -45,6 +45,7 @@ pub struct EnvOptions {
     pub(crate) sync_bytes: Option<u64>,
     pub(crate) sync_every: Option<std::time::Duration>,
     pub(crate) reserve: u64,
+    pub(crate) reserve_set: bool,
 }
 
 /// Default of [`EnvOptions::sync_every_bytes`]: lazy mode flushes after this much writing, which
@@ -65,6 +66,7 @@ impl Default for EnvOptions {
             sync_bytes: Some(DEFAULT_SYNC_BYTES),
             sync_every: None,
             reserve: 1 << 40,
+            reserve_set: false,
         }
     }
 }
@@ -127,8 +129,11 @@ impl EnvOptions {
         self
     }
     /// Address space reserved for the map (default 1 TiB); the file can never grow past it.
+    /// Without this option a `max_size` also bounds the reservation; with it, the size limit
+    /// can later be raised up to the reservation ([`Env::set_max_size`]).
     pub fn map_reserve(mut self, bytes: u64) -> Self {
         self.reserve = bytes;
+        self.reserve_set = true;
         self
     }
 
@@ -171,9 +176,11 @@ impl EnvOptions {
             }
             Err(e) => return Err(e),
         };
-        let reserve = self
-            .max_size
-            .map_or(self.reserve, |m| m.min(self.reserve).max(1 << 20));
+        let reserve = match self.max_size {
+            Some(m) if self.reserve_set => self.reserve.max(m),
+            Some(m) => m.min(self.reserve).max(1 << 20),
+            None => self.reserve,
+        };
         let storage = FileStorage::new(file, data.display().to_string(), reserve)?;
         let mut env = Env::build(Arc::new(storage), self, setup).map_err(|e| match e {
             Error::NotCairn { .. } => Error::NotCairn {
@@ -251,6 +258,9 @@ pub(crate) struct EnvInner {
     pub _ro_lock: Option<LockFile>,
     pub path: Option<PathBuf>,
     pub pid: u32,
+    /// The size limit in bytes (0: none); starts as `opts.max_size`, changed by
+    /// [`Env::set_max_size`].
+    pub max_size: AtomicU64,
 }
 
 /// An open database environment: one file, its named databases, its transactions. Cheap to
@@ -366,6 +376,7 @@ impl Env {
             flags: DbFlags::empty(),
             cmp: KeyCmp::Bytes,
         };
+        let opts_max = opts.max_size;
         let env = Env {
             inner: Arc::new(EnvInner {
                 storage,
@@ -380,6 +391,7 @@ impl Env {
                 _ro_lock: ro_lock,
                 path: None,
                 pid: std::process::id(),
+                max_size: AtomicU64::new(opts_max.unwrap_or(0)),
             }),
         };
         // The main database's flags are stored in its record.
@@ -429,7 +441,7 @@ impl Env {
         Ok(EnvInfo {
             page_size: self.inner.page_size,
             file_size: self.inner.storage.len(),
-            max_size: self.inner.opts.max_size,
+            max_size: self.inner.max_size(),
             last_pgno: r.snapshot().meta.npages - 1,
             last_txnid: r.snapshot().meta.txnid,
             readers: readers.saturating_sub(1),
@@ -475,6 +487,28 @@ impl Env {
     pub fn reader_check(&self) -> Result<usize> {
         self.inner.check_usable()?;
         self.inner.shared.reader_check()
+    }
+
+    /// Changes the size limit (None: no limit). Transactions that begin afterwards use it; a
+    /// limit below the current file size only stops further growth. Fails with
+    /// [`Error::Invalid`] past the address space reserved at open
+    /// ([`EnvOptions::map_reserve`]).
+    pub fn set_max_size(&self, bytes: Option<u64>) -> Result<()> {
+        if let Some(b) = bytes {
+            let reserved = self.inner.storage.reserved();
+            if b > reserved {
+                return Err(Error::Invalid(format!(
+                    "size limit {b} exceeds the {reserved} bytes of address space reserved at open"
+                )));
+            }
+            if b == 0 {
+                return Err(Error::Invalid("size limit 0".into()));
+            }
+        }
+        self.inner
+            .max_size
+            .store(bytes.unwrap_or(0), Ordering::Relaxed);
+        Ok(())
     }
 }
 
@@ -622,6 +656,13 @@ pub(crate) fn meta_from_file(storage: &dyn Storage, t: u64) -> Option<Meta> {
 }
 
 impl EnvInner {
+    pub(crate) fn max_size(&self) -> Option<u64> {
+        match self.max_size.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(n),
+        }
+    }
+
     pub(crate) fn check_usable(&self) -> Result<()> {
         if self.poisoned.load(Ordering::Relaxed) {
             return Err(Error::Poisoned);

@@ -745,7 +745,7 @@ impl PageWriter for RwTxn<'_> {
             None => {
                 let p = self.npages;
                 let end = p + span;
-                if let Some(max) = self.env.inner.opts.max_size {
+                if let Some(max) = self.env.inner.max_size() {
                     if end * ps as u64 > max {
                         return Err(Error::MapFull { limit: max });
                     }
