@@ -2,12 +2,12 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR := never
 
-.PHONY: demo test test-rust test-cli lmdb-utils lint bench bench-full torture doc
+.PHONY: demo test test-rust test-cli test-py py-venv bench-py lmdb-utils lint bench bench-full torture doc
 
 demo:
 	$(CARGO) run --release -p cairn --example demo
 
-test: test-rust test-cli
+test: test-rust test-cli test-py
 
 test-rust:
 	$(CARGO) test -p cairn --release
@@ -27,9 +27,32 @@ lmdb-utils:
 	    { $$SUDO apt-get update && $$SUDO apt-get install -y lmdb-utils; }; \
 	else echo "WARNING: no apt-get: LMDB interop tests will be skipped"; fi
 
+# The Python package (crates/cairn-py): a venv under .venv with maturin, pytest and py-lmdb
+# (the reference it is compared with), the extension built into it, then its pytest suite.
+VENV := $(CURDIR)/.venv
+VPY := $(VENV)/bin/python
+
+py-venv:
+	@if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1 && command -v apt-get >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get install -y python3-venv || \
+	    { $$SUDO apt-get update && $$SUDO apt-get install -y python3-venv; }; fi
+	@[ -x $(VPY) ] || python3 -m venv $(VENV)
+	@$(VPY) -c 'import maturin, pytest, lmdb' >/dev/null 2>&1 || \
+	  $(VPY) -m pip install -q maturin pytest 'lmdb>=2,<3'
+
+test-py: py-venv
+	cd crates/cairn-py && VIRTUAL_ENV=$(VENV) PATH=$(VENV)/bin:$$PATH maturin develop --release -q
+	cd crates/cairn-py && $(VPY) -m pytest -q tests
+
+# Cairn's Python layer side by side with py-lmdb (get, put, cursor iteration, putmulti).
+bench-py: py-venv
+	cd crates/cairn-py && VIRTUAL_ENV=$(VENV) PATH=$(VENV)/bin:$$PATH maturin develop --release -q
+	$(VPY) crates/cairn-py/bench/bench_vs_lmdb.py $${N:-200000}
+
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy -p cairn -p cairn-cli --all-targets -- -D warnings
+	$(CARGO) clippy -p cairn -p cairn-cli -p cairn-py --all-targets -- -D warnings
 
 bench:
 	bench/run.sh quick

@@ -489,6 +489,12 @@ impl Env {
         self.inner.shared.reader_check()
     }
 
+    /// The stored flags of a database (those it was created with).
+    pub fn db_flags(&self, db: crate::Database) -> Result<DbFlags> {
+        let idx = self.inner.check_db(db)?;
+        Ok(self.inner.db_flags(idx))
+    }
+
     /// Changes the size limit (None: no limit). Transactions that begin afterwards use it; a
     /// limit below the current file size only stops further growth. Fails with
     /// [`Error::Invalid`] past the address space reserved at open

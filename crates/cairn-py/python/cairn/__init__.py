@@ -1,0 +1,87 @@
+"""Cairn: an embedded, transactional, ordered key-value store, with py-lmdb's API.
+
+``import cairn as lmdb`` is the whole migration from py-lmdb 2.x: the same classes,
+methods, keyword arguments and exception classes. Differences a user can observe:
+
+- ``map_size`` is an upper limit when given; when left out the file grows as needed.
+- ``buffers=True`` memoryviews are released when their transaction ends, so using one
+  afterwards raises ``ValueError`` instead of reading memory that may have changed.
+- Named databases live in a catalog of their own, not as keys of the main database.
+- ``writemap``, ``meminit``, ``map_async``, ``readahead``, ``max_spare_txns`` and ``lock``
+  are accepted and reported by ``Environment.flags()`` but change nothing.
+"""
+
+from ._cairn import (
+    BadDbiError,
+    BadRslotError,
+    BadTxnError,
+    BadValsizeError,
+    CorruptedError,
+    Cursor,
+    CursorFullError,
+    DbsFullError,
+    DiskError,
+    Environment,
+    Error,
+    IncompatibleError,
+    InvalidError,
+    InvalidParameterError,
+    KeyExistsError,
+    LockError,
+    MapFullError,
+    MapResizedError,
+    MemoryError,
+    NotFoundError,
+    PageFullError,
+    PageNotFoundError,
+    PanicError,
+    ReadersFullError,
+    ReadonlyError,
+    TlsFullError,
+    Transaction,
+    TxnFullError,
+    VersionMismatchError,
+    _Database,
+    __version__,
+    enable_drop_gil,
+    version,
+)
+
+#: ``cairn.open(path, **kwargs)`` opens an :class:`Environment`, as ``lmdb.open`` does.
+open = Environment
+
+__all__ = [
+    "Cursor",
+    "Environment",
+    "Transaction",
+    "_Database",
+    "enable_drop_gil",
+    "version",
+    "open",
+    "BadDbiError",
+    "BadRslotError",
+    "BadTxnError",
+    "BadValsizeError",
+    "CorruptedError",
+    "CursorFullError",
+    "DbsFullError",
+    "DiskError",
+    "Error",
+    "IncompatibleError",
+    "InvalidError",
+    "InvalidParameterError",
+    "KeyExistsError",
+    "LockError",
+    "MapFullError",
+    "MapResizedError",
+    "MemoryError",
+    "NotFoundError",
+    "PageFullError",
+    "PageNotFoundError",
+    "PanicError",
+    "ReadersFullError",
+    "ReadonlyError",
+    "TlsFullError",
+    "TxnFullError",
+    "VersionMismatchError",
+]

@@ -1,0 +1,685 @@
+//! `Cursor` and its iterators: LMDB's positioning vocabulary over one database.
+//!
+//! A cursor is a slot of its transaction's [`TxnState`]; it stands on an entry (`valid`) or
+//! not, in which case `key()`/`value()` return empty bytes as in py-lmdb. In a database
+//! without sorted duplicates every key has one value, and the `_dup` operations behave as
+//! LMDB's do there: `next_dup`/`prev_dup` find nothing, `next_nodup`/`prev_nodup` are
+//! `next`/`prev`, `first_dup`/`last_dup` raise `IncompatibleError`, `count()` is 1.
+
+use crate::convert::{arg, finish, grab, Out};
+use crate::env::PyDatabase;
+use crate::errors::{self, closed};
+use crate::state::{lock, Saved, Slot, TxnState};
+use crate::txn::{flags_for, pair, put_result, Transaction};
+use cairn::PutFlags;
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyList, PyMemoryView};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, MutexGuard};
+
+/// A movement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    First,
+    Last,
+    Next,
+    Prev,
+    NextDup,
+    PrevDup,
+}
+
+/// A cursor over one database of one transaction.
+#[pyclass(frozen, module = "cairn", name = "Cursor")]
+pub struct Cursor {
+    shared: Arc<crate::state::TxnShared>,
+    slot: usize,
+    id: u64,
+    /// The transaction the cursor belongs to.
+    #[pyo3(get)]
+    txn: Py<Transaction>,
+    /// The database the cursor walks.
+    #[pyo3(get)]
+    db: Py<PyDatabase>,
+    closed: AtomicBool,
+}
+
+type Guard<'a> = MutexGuard<'a, Option<TxnState>>;
+
+impl Cursor {
+    pub(crate) fn open(txn: &Bound<'_, Transaction>, db: Py<PyDatabase>) -> PyResult<Cursor> {
+        let t = txn.get();
+        let (slot, id) = {
+            let mut g = t.state()?;
+            g.as_mut()
+                .expect("checked")
+                .open_cursor(db.get().db, t.depth, t.token)
+                .map_err(errors::map)?
+        };
+        Ok(Cursor {
+            shared: t.shared.clone(),
+            slot,
+            id,
+            txn: txn.clone().unbind(),
+            db,
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    #[inline]
+    fn lock(&self) -> PyResult<Guard<'_>> {
+        if self.closed.load(Ordering::Relaxed) {
+            return Err(closed());
+        }
+        let g = lock(&self.shared.state);
+        if g.is_none() {
+            return Err(closed());
+        }
+        Ok(g)
+    }
+
+    #[inline]
+    fn slot<'g>(&self, g: &'g mut Guard<'_>) -> PyResult<&'g mut Slot> {
+        g.as_mut().expect("checked").cursor(self.slot, self.id)
+    }
+
+    fn step(&self, s: Step) -> PyResult<bool> {
+        let mut g = self.lock()?;
+        let sl = self.slot(&mut g)?;
+        move_slot(sl, s)
+    }
+
+    fn seek(&self, key: &[u8], exact: bool) -> PyResult<bool> {
+        let mut g = self.lock()?;
+        let sl = self.slot(&mut g)?;
+        let c = sl.cur.as_mut().expect("live");
+        let r = if exact { c.set(key) } else { c.set_range(key) };
+        sl.valid = r.map_err(errors::map)?.is_some();
+        Ok(sl.valid)
+    }
+
+    /// The current entry (key and/or value) captured under the lock.
+    fn current<'py>(
+        &self,
+        py: Python<'py>,
+        g: &mut Guard<'_>,
+        keys: bool,
+        values: bool,
+    ) -> PyResult<Option<(Option<Out<'py>>, Option<Out<'py>>)>> {
+        let sl = self.slot(g)?;
+        if !sl.valid {
+            return Ok(None);
+        }
+        let c = sl.cur.as_ref().expect("live");
+        match c.current().map_err(errors::map)? {
+            Some((k, v)) => Ok(Some((
+                keys.then(|| grab(py, &self.shared, k)),
+                values.then(|| grab(py, &self.shared, v)),
+            ))),
+            None => {
+                sl.valid = false;
+                Ok(None)
+            }
+        }
+    }
+
+    fn item_obj<'py>(
+        &self,
+        py: Python<'py>,
+        keys: bool,
+        values: bool,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let cur = {
+            let mut g = self.lock()?;
+            self.current(py, &mut g, keys, values)?
+        };
+        Ok(match cur {
+            None => None,
+            Some((Some(k), Some(v))) => {
+                let k = finish(py, &self.shared, k)?;
+                let v = finish(py, &self.shared, v)?;
+                Some(pair(py, k, v)?.into_any())
+            }
+            Some((Some(k), None)) => Some(finish(py, &self.shared, k)?),
+            Some((None, Some(v))) => Some(finish(py, &self.shared, v)?),
+            Some((None, None)) => Some(py.None().into_bound(py)),
+        })
+    }
+
+    fn empty<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        finish(py, &self.shared, grab(py, &self.shared, b""))
+    }
+
+    /// Changes data through the write transaction, then places this cursor at `at`.
+    fn write<R>(
+        &self,
+        at: impl FnOnce(&R) -> Option<Vec<u8>>,
+        f: impl FnOnce(&mut cairn::RwTxn<'static>, cairn::Database) -> PyResult<R>,
+    ) -> PyResult<R> {
+        let mut g = self.lock()?;
+        let db = self.slot(&mut g)?.db;
+        let st = g.as_mut().expect("checked");
+        let r = f(st.rw_mut()?, db)?;
+        let sl = st.cursor(self.slot, self.id)?;
+        if let Some(k) = at(&r) {
+            sl.cur = None;
+            sl.saved = Saved::At(k);
+        }
+        Ok(r)
+    }
+
+    fn iter(slf: &Bound<'_, Self>, s: Step, keys: bool, values: bool) -> PyResult<Iter> {
+        Ok(Iter {
+            cursor: slf.clone().unbind(),
+            step: s,
+            keys,
+            values,
+            started: AtomicBool::new(false),
+        })
+    }
+
+    fn is_valid(&self) -> PyResult<bool> {
+        let mut g = self.lock()?;
+        Ok(self.slot(&mut g)?.valid)
+    }
+}
+
+/// Moves a slot's cursor one step.
+fn move_slot(sl: &mut Slot, s: Step) -> PyResult<bool> {
+    let c = sl.cur.as_mut().expect("live");
+    let r = match s {
+        Step::First => c.first(),
+        Step::Last => c.last(),
+        Step::Next => c.next(),
+        Step::Prev => c.prev(),
+        // One value per key: there is never another duplicate.
+        Step::NextDup | Step::PrevDup => Ok(None),
+    };
+    sl.valid = r.map_err(errors::map)?.is_some();
+    Ok(sl.valid)
+}
+
+#[pymethods]
+impl Cursor {
+    #[new]
+    fn new(db: Py<PyDatabase>, txn: &Bound<'_, Transaction>) -> PyResult<Cursor> {
+        Cursor::open(txn, db)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) {
+        self.close();
+    }
+
+    /// Closes the cursor; later use raises `cairn.Error`.
+    fn close(&self) {
+        if self.closed.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        // A finaliser may run while this thread holds the lock: then the slot is freed with
+        // the transaction instead.
+        if let Ok(mut g) = self.shared.state.try_lock() {
+            if let Some(st) = g.as_mut() {
+                if let Some(s) = st.cursors.get_mut(self.slot) {
+                    if s.as_ref().is_some_and(|c| c.id == self.id) {
+                        *s = None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The current key (empty if the cursor is unpositioned).
+    fn key<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self.item_obj(py, true, false)? {
+            Some(k) => Ok(k),
+            None => self.empty(py),
+        }
+    }
+
+    /// The current value (empty if the cursor is unpositioned).
+    fn value<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self.item_obj(py, false, true)? {
+            Some(v) => Ok(v),
+            None => self.empty(py),
+        }
+    }
+
+    /// The current (key, value) (empty values if the cursor is unpositioned).
+    fn item<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        match self.item_obj(py, true, true)? {
+            Some(i) => Ok(i),
+            None => Ok(pair(py, self.empty(py)?, self.empty(py)?)?.into_any()),
+        }
+    }
+
+    /// Moves to the first entry; False if the database is empty.
+    fn first(&self) -> PyResult<bool> {
+        self.step(Step::First)
+    }
+
+    /// Moves to the last entry; False if the database is empty.
+    fn last(&self) -> PyResult<bool> {
+        self.step(Step::Last)
+    }
+
+    /// Moves to the next entry (from an unpositioned cursor: the first).
+    fn next(&self) -> PyResult<bool> {
+        self.step(Step::Next)
+    }
+
+    /// Moves to the previous entry (from an unpositioned cursor: the last).
+    fn prev(&self) -> PyResult<bool> {
+        self.step(Step::Prev)
+    }
+
+    /// Moves to the next key (skipping the current key's other duplicates).
+    fn next_nodup(&self) -> PyResult<bool> {
+        self.step(Step::Next)
+    }
+
+    /// Moves to the previous key (skipping the current key's other duplicates).
+    fn prev_nodup(&self) -> PyResult<bool> {
+        self.step(Step::Prev)
+    }
+
+    /// Moves to the next duplicate of the current key.
+    fn next_dup(&self) -> PyResult<bool> {
+        self.step(Step::NextDup)
+    }
+
+    /// Moves to the previous duplicate of the current key.
+    fn prev_dup(&self) -> PyResult<bool> {
+        self.step(Step::PrevDup)
+    }
+
+    /// Moves to the first duplicate of the current key (dupsort databases).
+    fn first_dup(&self) -> PyResult<bool> {
+        self.dup_edge()
+    }
+
+    /// Moves to the last duplicate of the current key (dupsort databases).
+    fn last_dup(&self) -> PyResult<bool> {
+        self.dup_edge()
+    }
+
+    /// Moves to exactly `key`; False (unpositioned) if it does not exist.
+    fn set_key(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        self.seek(&arg(key)?, true)
+    }
+
+    /// Moves to the first key greater than or equal to `key`.
+    fn set_range(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        self.seek(&arg(key)?, false)
+    }
+
+    /// Moves to exactly `key` with exactly `value`.
+    fn set_key_dup(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<bool> {
+        self.seek_dup(&arg(key)?, &arg(value)?, true)
+    }
+
+    /// Moves to `key` at its first value greater than or equal to `value`.
+    fn set_range_dup(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<bool> {
+        self.seek_dup(&arg(key)?, &arg(value)?, false)
+    }
+
+    /// Moves to `key` and returns its value, or `default`.
+    #[pyo3(signature = (key, default=None))]
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        default: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if self.seek(&arg(key)?, true)? {
+            self.value(py)
+        } else {
+            Ok(default.unwrap_or_else(|| py.None().into_bound(py)))
+        }
+    }
+
+    /// Number of values of the current key.
+    fn count(&self) -> PyResult<usize> {
+        if !self.is_valid()? {
+            return Err(errors::InvalidParameterError::new_err(
+                "count() needs a positioned cursor",
+            ));
+        }
+        Ok(1)
+    }
+
+    /// Stores `val` under `key` and moves there; False if the key existed and
+    /// overwrite=False (or, with append=True, was out of order).
+    #[pyo3(signature = (key, val, dupdata=true, overwrite=true, append=false))]
+    fn put(
+        &self,
+        key: &Bound<'_, PyAny>,
+        val: &Bound<'_, PyAny>,
+        dupdata: bool,
+        overwrite: bool,
+        append: bool,
+    ) -> PyResult<bool> {
+        let _ = dupdata;
+        let k = arg(key)?;
+        let v = arg(val)?;
+        let flags = flags_for(overwrite, append);
+        self.write(
+            |ok: &bool| ok.then(|| k.to_vec()),
+            |t, db| put_result(t.put(db, &k, &v, flags)),
+        )
+    }
+
+    /// Stores many (key, value) pairs; returns (consumed, added).
+    #[pyo3(signature = (items, dupdata=true, overwrite=true, append=false))]
+    fn putmulti(
+        &self,
+        items: &Bound<'_, PyAny>,
+        dupdata: bool,
+        overwrite: bool,
+        append: bool,
+    ) -> PyResult<(usize, usize)> {
+        let _ = dupdata;
+        let flags = flags_for(overwrite, append);
+        let (mut consumed, mut added) = (0, 0);
+        let mut it = items.try_iter()?;
+        let mut batch: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = Vec::with_capacity(1024);
+        loop {
+            // Python iteration (which may run any code) happens without the lock.
+            batch.clear();
+            for x in it.by_ref().take(1024) {
+                let x = x?;
+                let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) = x.extract()?;
+                batch.push((k, v));
+            }
+            if batch.is_empty() {
+                break;
+            }
+            let args: Vec<_> = batch
+                .iter()
+                .map(|(k, v)| Ok((arg(k)?, arg(v)?)))
+                .collect::<PyResult<_>>()?;
+            let (c, a) = self
+                .write(
+                    |r: &(usize, usize, Option<Vec<u8>>)| r.2.clone(),
+                    |t, db| {
+                        let (mut c, mut a, mut last) = (0, 0, None);
+                        for (k, v) in &args {
+                            c += 1;
+                            if put_result(t.put(db, k, v, flags))? {
+                                a += 1;
+                                last = Some(k);
+                            }
+                        }
+                        Ok((c, a, last.map(|k| k.to_vec())))
+                    },
+                )
+                .map(|(c, a, _)| (c, a))?;
+            consumed += c;
+            added += a;
+        }
+        Ok((consumed, added))
+    }
+
+    /// Deletes the current entry and moves to the next; False if unpositioned.
+    #[pyo3(signature = (dupdata=false))]
+    fn delete(&self, dupdata: bool) -> PyResult<bool> {
+        let _ = dupdata;
+        let key = {
+            let mut g = self.lock()?;
+            let sl = self.slot(&mut g)?;
+            if !sl.valid {
+                return Ok(false);
+            }
+            match sl.cur.as_ref().expect("live").current() {
+                Ok(Some((k, _))) => k.to_vec(),
+                _ => return Ok(false),
+            }
+        };
+        let k2 = key.clone();
+        self.write(
+            move |_| Some(k2),
+            |t, db| t.delete(db, &key).map_err(errors::map),
+        )
+    }
+
+    /// Stores `val` under `key` and returns the previous value (or None).
+    fn replace<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        val: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let k = arg(key)?;
+        let v = arg(val)?;
+        let old = self.write(
+            |_| Some(k.to_vec()),
+            |t, db| {
+                let old = t.get(db, &k).map_err(errors::map)?.map(<[u8]>::to_vec);
+                t.put(db, &k, &v, PutFlags::empty()).map_err(errors::map)?;
+                Ok(old)
+            },
+        )?;
+        self.owned(py, old)
+    }
+
+    /// Deletes `key` and returns its value (or None).
+    fn pop<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let k = arg(key)?;
+        let old = self.write(
+            |old: &Option<Vec<u8>>| old.as_ref().map(|_| k.to_vec()),
+            |t, db| {
+                let old = t.get(db, &k).map_err(errors::map)?.map(<[u8]>::to_vec);
+                if old.is_some() {
+                    t.delete(db, &k).map_err(errors::map)?;
+                }
+                Ok(old)
+            },
+        )?;
+        self.owned(py, old)
+    }
+
+    /// Values of many keys: a list of (key, value) (or of values with values=False... of
+    /// keys, as py-lmdb), or with keyfixed=True one memoryview of packed fixed-size records.
+    #[pyo3(signature = (keys, dupdata=false, dupfixed_bytes=None, keyfixed=false, values=true))]
+    fn getmulti<'py>(
+        &self,
+        py: Python<'py>,
+        keys: &Bound<'py, PyAny>,
+        dupdata: bool,
+        dupfixed_bytes: Option<usize>,
+        keyfixed: bool,
+        values: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let _ = dupdata;
+        if keyfixed && dupfixed_bytes.is_none() {
+            return Err(errors::InvalidParameterError::new_err(
+                "keyfixed=True needs dupfixed_bytes",
+            ));
+        }
+        let mut found: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        for k in keys.try_iter()? {
+            let k = k?;
+            let k = arg(&k)?;
+            let mut g = self.lock()?;
+            let sl = self.slot(&mut g)?;
+            let c = sl.cur.as_mut().expect("live");
+            let e = c.set(&k).map_err(errors::map)?;
+            sl.valid = e.is_some();
+            if let Some((ek, ev)) = e {
+                found.push((ek.to_vec(), ev.to_vec()));
+            }
+        }
+        if let Some(vsize) = dupfixed_bytes.filter(|_| keyfixed) {
+            let mut packed = Vec::new();
+            let ksize = found.first().map_or(0, |(k, _)| k.len());
+            for (k, v) in &found {
+                if k.len() != ksize || v.len() != vsize {
+                    return Err(errors::BadValsizeError::new_err(
+                        "keyfixed=True needs keys of one size and values of dupfixed_bytes",
+                    ));
+                }
+                packed.extend_from_slice(k);
+                if values {
+                    packed.extend_from_slice(v);
+                }
+            }
+            let arr = PyByteArray::new(py, &packed);
+            return Ok(PyMemoryView::from(arr.as_any())?.into_any());
+        }
+        let out = PyList::empty(py);
+        for (k, v) in found {
+            let ko = self.owned(py, Some(k))?;
+            if values {
+                let vo = self.owned(py, Some(v))?;
+                out.append(pair(py, ko, vo)?)?;
+            } else {
+                out.append(ko)?;
+            }
+        }
+        Ok(out.into_any())
+    }
+
+    /// Iterates forward from the current entry (unpositioned: from the first), yielding
+    /// (key, value), keys or values.
+    #[pyo3(signature = (keys=true, values=true))]
+    fn iternext(slf: &Bound<'_, Self>, keys: bool, values: bool) -> PyResult<Iter> {
+        if !slf.get().is_valid()? {
+            slf.get().step(Step::First)?;
+        }
+        Cursor::iter(slf, Step::Next, keys, values)
+    }
+
+    /// Iterates backward from the current entry (unpositioned: from the last).
+    #[pyo3(signature = (keys=true, values=true))]
+    fn iterprev(slf: &Bound<'_, Self>, keys: bool, values: bool) -> PyResult<Iter> {
+        if !slf.get().is_valid()? {
+            slf.get().step(Step::Last)?;
+        }
+        Cursor::iter(slf, Step::Prev, keys, values)
+    }
+
+    /// Iterates over the current key's values, forward.
+    #[pyo3(signature = (keys=false, values=true))]
+    fn iternext_dup(slf: &Bound<'_, Self>, keys: bool, values: bool) -> PyResult<Iter> {
+        Cursor::iter(slf, Step::NextDup, keys, values)
+    }
+
+    /// Iterates over keys (one entry per key), forward.
+    #[pyo3(signature = (keys=true, values=false))]
+    fn iternext_nodup(slf: &Bound<'_, Self>, keys: bool, values: bool) -> PyResult<Iter> {
+        if !slf.get().is_valid()? {
+            slf.get().step(Step::First)?;
+        }
+        Cursor::iter(slf, Step::Next, keys, values)
+    }
+
+    /// Iterates over the current key's values, backward.
+    #[pyo3(signature = (keys=false, values=true))]
+    fn iterprev_dup(slf: &Bound<'_, Self>, keys: bool, values: bool) -> PyResult<Iter> {
+        Cursor::iter(slf, Step::PrevDup, keys, values)
+    }
+
+    /// Iterates over keys (one entry per key), backward.
+    #[pyo3(signature = (keys=true, values=false))]
+    fn iterprev_nodup(slf: &Bound<'_, Self>, keys: bool, values: bool) -> PyResult<Iter> {
+        if !slf.get().is_valid()? {
+            slf.get().step(Step::Last)?;
+        }
+        Cursor::iter(slf, Step::Prev, keys, values)
+    }
+
+    fn __iter__(slf: &Bound<'_, Self>) -> PyResult<Iter> {
+        Cursor::iternext(slf, true, true)
+    }
+}
+
+impl Cursor {
+    fn dup_edge(&self) -> PyResult<bool> {
+        if !self.is_valid()? {
+            return Err(errors::InvalidParameterError::new_err(
+                "the cursor is not positioned",
+            ));
+        }
+        Err(errors::IncompatibleError::new_err(
+            "first_dup/last_dup need a dupsort database",
+        ))
+    }
+
+    fn seek_dup(&self, key: &[u8], value: &[u8], exact: bool) -> PyResult<bool> {
+        let mut g = self.lock()?;
+        let sl = self.slot(&mut g)?;
+        let c = sl.cur.as_mut().expect("live");
+        let hit = match c.set(key).map_err(errors::map)? {
+            // One value per key: it matches exactly, or (range) is not below `value`.
+            Some((_, v)) => {
+                if exact {
+                    v == value
+                } else {
+                    v >= value
+                }
+            }
+            None => false,
+        };
+        sl.valid = hit;
+        Ok(hit)
+    }
+
+    fn owned<'py>(&self, py: Python<'py>, v: Option<Vec<u8>>) -> PyResult<Bound<'py, PyAny>> {
+        match v {
+            None => Ok(py.None().into_bound(py)),
+            Some(v) if !self.shared.buffers => Ok(PyBytes::new(py, &v).into_any()),
+            Some(v) => finish(py, &self.shared, crate::convert::Out::Own(v)),
+        }
+    }
+}
+
+impl Drop for Cursor {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Iterator returned by `Cursor.iternext()` and friends.
+#[pyclass(frozen, module = "cairn", name = "_Iterator")]
+pub struct Iter {
+    cursor: Py<Cursor>,
+    step: Step,
+    keys: bool,
+    values: bool,
+    started: AtomicBool,
+}
+
+#[pymethods]
+impl Iter {
+    #[allow(clippy::self_named_constructors, reason = "Python's iterator protocol")]
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let c = self.cursor.get();
+        let cur = {
+            let mut g = c.lock()?;
+            if self.started.swap(true, Ordering::Relaxed) {
+                let sl = c.slot(&mut g)?;
+                if !sl.valid || !move_slot(sl, self.step)? {
+                    return Ok(None);
+                }
+            }
+            c.current(py, &mut g, self.keys, self.values)?
+        };
+        Ok(match cur {
+            None => None,
+            Some((Some(k), Some(v))) => {
+                let k = finish(py, &c.shared, k)?;
+                let v = finish(py, &c.shared, v)?;
+                Some(pair(py, k, v)?.into_any())
+            }
+            Some((Some(x), None)) | Some((None, Some(x))) => Some(finish(py, &c.shared, x)?),
+            Some((None, None)) => Some(py.None().into_bound(py)),
+        })
+    }
+}

@@ -1,0 +1,604 @@
+//! `Environment` and `_Database`.
+//!
+//! An `Environment` owns an [`EnvCore`] (the engine environment in an `Arc`) until `close`,
+//! which aborts every live transaction first, as py-lmdb does. One process may open a path
+//! only once at a time (py-lmdb 2.x refuses the second open the same way).
+
+use crate::errors::{self, closed};
+use crate::state::{lock, thread_tag, EnvCore, TxnState};
+use crate::txn::Transaction;
+use cairn::{Database, DbFlags, Durability, Env};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+/// Address space reserved per environment: `set_mapsize` can raise the limit up to this.
+const RESERVE: u64 = 64 << 30;
+
+/// Paths open in this process.
+static OPEN_PATHS: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
+
+/// The flags an environment was opened with (py-lmdb's `Environment.flags()`).
+#[derive(Clone, Copy)]
+struct EnvFlags {
+    subdir: bool,
+    pub(crate) readonly: bool,
+    metasync: bool,
+    sync: bool,
+    map_async: bool,
+    readahead: bool,
+    writemap: bool,
+    meminit: bool,
+    lock: bool,
+}
+
+/// A database handle, as returned by `Environment.open_db`.
+#[pyclass(frozen, module = "cairn", name = "_Database")]
+pub struct PyDatabase {
+    pub(crate) db: Database,
+    pub(crate) name: Option<Vec<u8>>,
+    flags: DbFlags,
+}
+
+#[pymethods]
+impl PyDatabase {
+    /// The database's flags as a dict (reverse_key, dupsort, integerkey, integerdup,
+    /// dupfixed).
+    fn flags<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("reverse_key", self.flags.contains(DbFlags::REVERSE_KEY))?;
+        d.set_item("dupsort", self.flags.contains(DbFlags::DUP_SORT))?;
+        d.set_item("integerkey", self.flags.contains(DbFlags::INTEGER_KEY))?;
+        d.set_item("integerdup", self.flags.bits() & 0x20 != 0)?;
+        d.set_item("dupfixed", self.flags.bits() & 0x10 != 0)?;
+        Ok(d)
+    }
+
+    fn __repr__(&self) -> String {
+        match &self.name {
+            None => "<cairn._Database main>".into(),
+            Some(n) => format!("<cairn._Database {:?}>", String::from_utf8_lossy(n)),
+        }
+    }
+}
+
+/// An open environment: one Cairn data file with its named databases.
+#[pyclass(frozen, module = "cairn", name = "Environment")]
+pub struct Environment {
+    core: Mutex<Option<Arc<EnvCore>>>,
+    /// Whether the environment was opened read-only.
+    #[pyo3(get)]
+    pub(crate) readonly: bool,
+    flags: EnvFlags,
+    path: String,
+    key: PathBuf,
+    max_readers: u32,
+    main: Py<PyDatabase>,
+    dbs: Mutex<HashMap<Vec<u8>, Py<PyDatabase>>>,
+}
+
+impl Environment {
+    pub(crate) fn core(&self) -> PyResult<Arc<EnvCore>> {
+        lock(&self.core).clone().ok_or_else(closed)
+    }
+
+    pub(crate) fn main_db(&self) -> &Py<PyDatabase> {
+        &self.main
+    }
+
+    /// Runs `f` in a write transaction of its own (open_db without `txn=`).
+    fn with_write<T>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut cairn::RwTxn<'static>) -> Result<T, cairn::Error>,
+    ) -> PyResult<T> {
+        let core = self.core()?;
+        if core.writer.load(Ordering::Acquire) == thread_tag() {
+            return Err(errors::Error::new_err(
+                "Attempt to start a write transaction while another write transaction is \
+                 active on the same thread. This would deadlock.",
+            ));
+        }
+        let env = core.env.clone();
+        let mut st = py
+            .detach(move || TxnState::new_rw(env))
+            .map_err(errors::map)?;
+        let t = st.rw_mut()?;
+        let out = f(t).map_err(errors::map)?;
+        let Some(crate::state::Kind::Rw(t)) = st.kind.take() else {
+            unreachable!("write state")
+        };
+        let env = st.env.clone();
+        drop(st);
+        py.detach(move || {
+            let r = (*t).commit();
+            drop(env);
+            r
+        })
+        .map_err(errors::map)?;
+        Ok(out)
+    }
+}
+
+fn fs_path(o: &Bound<'_, PyAny>) -> PyResult<PathBuf> {
+    if let Ok(b) = o.cast::<PyBytes>() {
+        use std::os::unix::ffi::OsStrExt;
+        return Ok(PathBuf::from(std::ffi::OsStr::from_bytes(b.as_bytes())));
+    }
+    o.extract::<PathBuf>()
+        .map_err(|_| PyTypeError::new_err("path must be str, bytes or os.PathLike"))
+}
+
+#[pymethods]
+impl Environment {
+    #[new]
+    #[pyo3(signature = (path, map_size=None, subdir=true, readonly=false, metasync=true,
+        sync=true, map_async=false, mode=0o755, create=true, readahead=true, writemap=false,
+        meminit=true, max_readers=126, max_dbs=0, max_spare_txns=1, lock=true))]
+    #[allow(clippy::too_many_arguments, reason = "py-lmdb's signature")]
+    fn new(
+        py: Python<'_>,
+        path: &Bound<'_, PyAny>,
+        map_size: Option<u64>,
+        subdir: bool,
+        readonly: bool,
+        metasync: bool,
+        sync: bool,
+        map_async: bool,
+        mode: u32,
+        create: bool,
+        readahead: bool,
+        writemap: bool,
+        meminit: bool,
+        max_readers: u32,
+        max_dbs: u32,
+        max_spare_txns: u32,
+        lock: bool,
+    ) -> PyResult<Environment> {
+        let _ = max_spare_txns; // Cairn's read transactions cost no allocation to reuse.
+        let path = fs_path(path)?;
+        let data = if subdir {
+            path.join("data.cairn")
+        } else {
+            path.clone()
+        };
+        if subdir && !path.is_dir() {
+            if !create || readonly {
+                return Err(errors::Error::new_err(format!(
+                    "{}: No such file or directory",
+                    path.display()
+                )));
+            }
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(mode)
+                .create(&path)
+                .map_err(|e| errors::DiskError::new_err(format!("{}: {e}", path.display())))?;
+        }
+        if !subdir && !path.exists() && readonly {
+            return Err(errors::Error::new_err(format!(
+                "{}: No such file or directory",
+                path.display()
+            )));
+        }
+        let key = std::fs::canonicalize(if subdir { &path } else { Path::new(".") })
+            .map(|p| if subdir { p } else { p.join(&path) })
+            .unwrap_or_else(|_| path.clone());
+        {
+            let mut g = crate::state::lock(&OPEN_PATHS);
+            let set = g.get_or_insert_with(HashSet::new);
+            if !set.insert(key.clone()) {
+                return Err(errors::Error::new_err(format!(
+                    "The environment {:?} is already open in this process.",
+                    path.display().to_string()
+                )));
+            }
+        }
+        let existed = data.exists();
+        let mut opts = Env::options()
+            .max_readers(max_readers)
+            .max_dbs(max_dbs)
+            .read_only(readonly)
+            .no_subdir(!subdir)
+            .durability(if sync && metasync {
+                Durability::Durable
+            } else {
+                Durability::Lazy
+            });
+        if let Some(m) = map_size {
+            opts = opts.max_size(Some(m)).map_reserve(RESERVE.max(m));
+        }
+        let opened = py.detach(|| opts.open(&path));
+        let env = match opened {
+            Ok(e) => e,
+            Err(e) => {
+                if let Some(s) = crate::state::lock(&OPEN_PATHS).as_mut() {
+                    s.remove(&key);
+                }
+                return Err(errors::map(e));
+            }
+        };
+        if !existed && !readonly {
+            use std::os::unix::fs::PermissionsExt;
+            // py-lmdb creates files with `mode` less the execute bits.
+            let _ = std::fs::set_permissions(&data, std::fs::Permissions::from_mode(mode & 0o666));
+        }
+        let main = Py::new(
+            py,
+            PyDatabase {
+                db: env.main_db(),
+                name: None,
+                flags: DbFlags::empty(),
+            },
+        )?;
+        Ok(Environment {
+            core: Mutex::new(Some(Arc::new(EnvCore {
+                env: Arc::new(env),
+                txns: Mutex::new(Vec::new()),
+                writer: Default::default(),
+            }))),
+            readonly,
+            flags: EnvFlags {
+                subdir,
+                readonly,
+                metasync,
+                sync,
+                map_async,
+                readahead,
+                writemap,
+                meminit,
+                lock,
+            },
+            path: path.display().to_string(),
+            key,
+            max_readers,
+            main,
+            dbs: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) {
+        self.close(py);
+    }
+
+    /// Closes the environment, aborting its open transactions and closing their cursors.
+    /// Repeat calls have no effect.
+    fn close(&self, py: Python<'_>) {
+        let Some(core) = lock(&self.core).take() else {
+            return;
+        };
+        let txns = std::mem::take(&mut *lock(&core.txns));
+        for t in txns.iter().filter_map(std::sync::Weak::upgrade) {
+            let _ = t.end_root(py, false);
+        }
+        lock(&self.dbs).clear();
+        if let Some(s) = lock(&OPEN_PATHS).as_mut() {
+            s.remove(&self.key);
+        }
+        // The engine environment closes when the last `Arc` goes: here, unless memoryviews
+        // from `buffers=True` still export its map.
+        drop(core);
+    }
+
+    /// The directory (or, with subdir=False, file) path given at open.
+    fn path(&self) -> String {
+        self.path.clone()
+    }
+
+    /// Begins a transaction (see `Transaction`).
+    #[pyo3(signature = (db=None, parent=None, write=false, buffers=false))]
+    fn begin(
+        slf: &Bound<'_, Self>,
+        db: Option<Py<PyDatabase>>,
+        parent: Option<Bound<'_, Transaction>>,
+        write: bool,
+        buffers: bool,
+    ) -> PyResult<Transaction> {
+        Transaction::begin(slf, db, parent, write, buffers)
+    }
+
+    /// Opens (by default creating) a named database; `key=None` is the main database.
+    /// Repeat calls for one name return the same handle.
+    #[pyo3(signature = (key=None, txn=None, reverse_key=false, dupsort=false, create=true,
+        integerkey=false, integerdup=false, dupfixed=false))]
+    #[allow(clippy::too_many_arguments, reason = "py-lmdb's signature")]
+    fn open_db(
+        &self,
+        py: Python<'_>,
+        key: Option<&Bound<'_, PyAny>>,
+        txn: Option<Bound<'_, Transaction>>,
+        reverse_key: bool,
+        dupsort: bool,
+        create: bool,
+        integerkey: bool,
+        integerdup: bool,
+        dupfixed: bool,
+    ) -> PyResult<Py<PyDatabase>> {
+        let key = match key {
+            None => None,
+            Some(k) if k.is_none() => None,
+            Some(k) => Some(crate::convert::arg(k)?.to_vec()),
+        };
+        let Some(name_bytes) = key else {
+            if reverse_key || dupsort || integerkey || integerdup || dupfixed {
+                return Err(errors::InvalidParameterError::new_err(
+                    "the main database's flags cannot be changed by open_db",
+                ));
+            }
+            return Ok(self.main.clone_ref(py));
+        };
+        if dupsort || integerdup || dupfixed {
+            return Err(errors::IncompatibleError::new_err(
+                "dupsort, dupfixed and integerdup databases are not supported by this build of \
+                 Cairn yet",
+            ));
+        }
+        if let Some(h) = lock(&self.dbs).get(&name_bytes) {
+            return Ok(h.clone_ref(py));
+        }
+        let name = std::str::from_utf8(&name_bytes)
+            .map_err(|_| {
+                errors::InvalidParameterError::new_err("database names must be valid UTF-8")
+            })?
+            .to_string();
+        let mut flags = DbFlags::empty();
+        if reverse_key {
+            flags = flags | DbFlags::REVERSE_KEY;
+        }
+        if integerkey {
+            flags = flags | DbFlags::INTEGER_KEY;
+        }
+        let want = if create {
+            flags | DbFlags::CREATE
+        } else {
+            flags
+        };
+        let db = match txn {
+            Some(t) => t.get().open_db(&name, want)?,
+            None if self.readonly || !create => {
+                let core = self.core()?;
+                let r = core.env.read_txn().map_err(errors::map)?;
+                r.open_db(Some(&name)).map_err(errors::map)?
+            }
+            None => self.with_write(py, |w| w.create_db(Some(&name), want))?,
+        };
+        let stored = self.core()?.env.db_flags(db).ok();
+        let h = Py::new(
+            py,
+            PyDatabase {
+                db,
+                name: Some(name_bytes.clone()),
+                flags: stored.unwrap_or(flags),
+            },
+        )?;
+        lock(&self.dbs).insert(name_bytes, h.clone_ref(py));
+        Ok(h)
+    }
+
+    /// Statistics of the main database (psize, depth, branch_pages, leaf_pages,
+    /// overflow_pages, entries).
+    fn stat<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let core = self.core()?;
+        let r = core.env.read_txn().map_err(errors::map)?;
+        let s = r.stat(core.env.main_db()).map_err(errors::map)?;
+        stat_dict(py, &s)
+    }
+
+    /// Environment figures: map_addr, map_size, last_pgno, last_txnid, max_readers,
+    /// num_readers.
+    fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let core = self.core()?;
+        let i = core.env.info().map_err(errors::map)?;
+        let d = PyDict::new(py);
+        d.set_item("map_addr", 0)?;
+        d.set_item("map_size", i.max_size.unwrap_or(i.file_size))?;
+        d.set_item("last_pgno", i.last_pgno)?;
+        d.set_item("last_txnid", i.last_txnid)?;
+        d.set_item("max_readers", i.max_readers)?;
+        d.set_item("num_readers", i.readers)?;
+        Ok(d)
+    }
+
+    /// The flags given at open, as a dict.
+    fn flags<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let f = self.flags;
+        let d = PyDict::new(py);
+        for (k, v) in [
+            ("subdir", f.subdir),
+            ("readonly", f.readonly),
+            ("metasync", f.metasync),
+            ("sync", f.sync),
+            ("map_async", f.map_async),
+            ("readahead", f.readahead),
+            ("writemap", f.writemap),
+            ("meminit", f.meminit),
+            ("lock", f.lock),
+        ] {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
+    }
+
+    /// Largest key size in bytes.
+    fn max_key_size(&self) -> PyResult<usize> {
+        Ok(self.core()?.env.max_key_size())
+    }
+
+    /// Reader table size.
+    fn max_readers(&self) -> PyResult<u32> {
+        self.core()?;
+        Ok(self.max_readers)
+    }
+
+    /// The reader table as text: one line per occupied slot (pid, thread, txnid), across
+    /// every process sharing the environment.
+    fn readers(&self) -> PyResult<String> {
+        let core = self.core()?;
+        let mut s = String::from("    pid     thread     txnid\n");
+        for r in core.env.readers() {
+            let txn = if r.txnid == 0 {
+                "-".to_string()
+            } else {
+                r.txnid.to_string()
+            };
+            s.push_str(&format!("{:>7} {:>10x} {:>9}\n", r.pid, r.thread, txn));
+        }
+        Ok(s)
+    }
+
+    /// Clears the reader slots of processes that died; returns how many were cleared.
+    fn reader_check(&self) -> PyResult<usize> {
+        self.core()?.env.reader_check().map_err(errors::map)
+    }
+
+    /// Changes the size limit. A write transaction must not be active.
+    fn set_mapsize(&self, map_size: u64) -> PyResult<()> {
+        let core = self.core()?;
+        if core.writer.load(Ordering::Acquire) != 0 {
+            return Err(errors::Error::new_err(
+                "Cannot set_mapsize while a write transaction is active",
+            ));
+        }
+        core.env
+            .set_max_size(Some(map_size))
+            .map_err(|e| errors::MapResizedError::new_err(e.to_string()))
+    }
+
+    /// Flushes every commit to the disk (useful with sync=False).
+    #[pyo3(signature = (force=false))]
+    fn sync(&self, py: Python<'_>, force: bool) -> PyResult<()> {
+        let _ = force;
+        let core = self.core()?;
+        if self.readonly {
+            return Ok(());
+        }
+        if core.writer.load(Ordering::Acquire) == thread_tag() {
+            return Err(errors::Error::new_err(
+                "cannot sync while this thread has a write transaction open",
+            ));
+        }
+        let env = core.env.clone();
+        py.detach(move || env.sync()).map_err(errors::map)
+    }
+
+    /// Writes a consistent copy into directory `path` (or the file `path` for an
+    /// environment opened with subdir=False). `txn`: copy that read transaction's snapshot.
+    #[pyo3(signature = (path, compact=false, txn=None))]
+    fn copy(
+        &self,
+        py: Python<'_>,
+        path: &Bound<'_, PyAny>,
+        compact: bool,
+        txn: Option<Bound<'_, Transaction>>,
+    ) -> PyResult<()> {
+        let dest = fs_path(path)?;
+        let dest = if self.flags.subdir {
+            if !dest.is_dir() {
+                return Err(errors::Error::new_err(format!(
+                    "{}: No such file or directory",
+                    dest.display()
+                )));
+            }
+            dest.join("data.cairn")
+        } else {
+            dest
+        };
+        self.copy_to(py, &dest, compact, txn)
+    }
+
+    /// Writes a consistent copy of the data file to the open file descriptor `fd`.
+    #[pyo3(signature = (fd, compact=false, txn=None))]
+    fn copyfd(
+        &self,
+        py: Python<'_>,
+        fd: i32,
+        compact: bool,
+        txn: Option<Bound<'_, Transaction>>,
+    ) -> PyResult<()> {
+        let core = self.core()?;
+        let dir = core
+            .env
+            .path()
+            .map(|p| {
+                if self.flags.subdir {
+                    p.to_path_buf()
+                } else {
+                    p.parent().unwrap_or(Path::new(".")).to_path_buf()
+                }
+            })
+            .unwrap_or_else(std::env::temp_dir);
+        let tmp = dir.join(format!(
+            ".cairn-copy-{}-{}",
+            std::process::id(),
+            crate::state::token()
+        ));
+        let r = self.copy_to(py, &tmp, compact, txn).and_then(|()| {
+            py.detach(|| -> std::io::Result<()> {
+                use std::os::unix::io::FromRawFd;
+                let mut src = std::fs::File::open(&tmp)?;
+                // SAFETY: docs/safety.md, "Python bindings": the descriptor stays the
+                // caller's; ManuallyDrop keeps the File from closing it.
+                let out = unsafe { std::fs::File::from_raw_fd(fd) };
+                let mut out = std::mem::ManuallyDrop::new(out);
+                std::io::copy(&mut src, &mut *out)?;
+                Ok(())
+            })
+            .map_err(|e| errors::DiskError::new_err(format!("copyfd: {e}")))
+        });
+        let _ = std::fs::remove_file(&tmp);
+        let mut l = tmp.into_os_string();
+        l.push("-lock");
+        let _ = std::fs::remove_file(l);
+        r
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<cairn.Environment {:?}>", self.path)
+    }
+}
+
+impl Environment {
+    /// Forgets a cached handle (after `Transaction.drop`).
+    pub(crate) fn forget_db(&self, name: &[u8]) {
+        lock(&self.dbs).remove(name);
+    }
+
+    fn copy_to(
+        &self,
+        py: Python<'_>,
+        dest: &Path,
+        compact: bool,
+        txn: Option<Bound<'_, Transaction>>,
+    ) -> PyResult<()> {
+        let core = self.core()?;
+        match txn {
+            None => {
+                let env = core.env.clone();
+                py.detach(|| env.copy_to(dest, compact))
+                    .map_err(errors::map)
+            }
+            Some(t) => t.get().copy_to(py, dest, compact),
+        }
+    }
+}
+
+pub(crate) fn stat_dict<'py>(py: Python<'py>, s: &cairn::Stat) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("psize", s.page_size)?;
+    d.set_item("depth", s.depth)?;
+    d.set_item("branch_pages", s.branch_pages)?;
+    d.set_item("leaf_pages", s.leaf_pages)?;
+    d.set_item("overflow_pages", s.overflow_pages)?;
+    d.set_item("entries", s.entries)?;
+    Ok(d)
+}

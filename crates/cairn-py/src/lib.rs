@@ -1,0 +1,61 @@
+//! Python bindings for Cairn with py-lmdb's API: `import cairn as lmdb`.
+//!
+//! The native module is `cairn._cairn`; the `cairn` package re-exports it (and holds the type
+//! stubs). Layout:
+//! - `state`: owned transactions, cursors and nested levels over the borrowing engine API;
+//! - `env`: `Environment`, `_Database`;
+//! - `txn`: `Transaction`;
+//! - `cursor`: `Cursor` and its iterators;
+//! - `convert`: bytes-like arguments in, `bytes`/`memoryview` out;
+//! - `errors`: py-lmdb's exception classes.
+//!
+//! The GIL is released wherever a call can wait or take long: beginning a write transaction
+//! (it waits for the writer), commit (it flushes), `sync`, `copy`/`copyfd` and opening.
+
+mod convert;
+mod cursor;
+mod env;
+mod errors;
+mod state;
+mod txn;
+
+use pyo3::prelude::*;
+
+/// The version of the Cairn engine as (major, minor, patch), or with subpatch=True
+/// (major, minor, patch, 0).
+#[pyfunction]
+#[pyo3(signature = (subpatch=false))]
+fn version(py: Python<'_>, subpatch: bool) -> PyResult<Py<PyAny>> {
+    let v = env!("CARGO_PKG_VERSION");
+    let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let (a, b, c) = (
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+    );
+    if subpatch {
+        Ok((a, b, c, 0u32).into_pyobject(py)?.into_any().unbind())
+    } else {
+        Ok((a, b, c).into_pyobject(py)?.into_any().unbind())
+    }
+}
+
+/// Whether the GIL is dropped around long calls (always, in Cairn). Kept for py-lmdb
+/// compatibility.
+#[pyfunction]
+fn enable_drop_gil() {}
+
+#[pymodule]
+fn _cairn(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<env::Environment>()?;
+    m.add_class::<env::PyDatabase>()?;
+    m.add_class::<txn::Transaction>()?;
+    m.add_class::<cursor::Cursor>()?;
+    m.add_class::<cursor::Iter>()?;
+    m.add_class::<convert::Buffer>()?;
+    m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(enable_drop_gil, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(m)?;
+    Ok(())
+}

@@ -1,0 +1,400 @@
+//! Owned transaction state behind the Python objects.
+//!
+//! The engine's transactions and cursors borrow their environment (`RoTxn<'env>`,
+//! `RwTxn<'env>`, `Cursor<'txn>`); Python objects must own what they hold. [`TxnState`] owns an
+//! `Arc<Env>` together with the transaction, its nested levels and its cursors, with the
+//! borrow lifetimes erased to `'static` (docs/safety.md, "Python bindings").
+//!
+//! Invariants that make the erasure sound:
+//! - the environment, the transaction and every nested level live in heap allocations owned
+//!   by the same `TxnState`, which never moves them (`Arc`, `Box`);
+//! - drop order is fixed by `Drop for TxnState`: cursors first, then nested levels innermost
+//!   first, then the transaction, and the `Arc<Env>` last (it is the last field);
+//! - a cursor of a write transaction holds a shared borrow of the transaction; before any
+//!   `&mut` access (`rw_mut`), every cursor is parked: its position is saved as a key and
+//!   its engine cursor dropped, to be rebuilt on next use;
+//! - a nested level is reached only through the innermost one (`rw_ref`/`rw_mut`), as the
+//!   engine's reborrow chain requires;
+//! - the state sits behind a `Mutex`, which is never held while the GIL is released or while
+//!   an object the garbage collector tracks is allocated (a finaliser could re-enter).
+
+use crate::errors::{self, closed};
+use cairn::{Cursor as ECursor, Database, Env, Nested, RoTxn, RwTxn};
+use pyo3::prelude::*;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+/// A unique number per transaction level, so a handle to an ended level is recognised even
+/// after a new level took its depth.
+pub(crate) fn token() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A small number identifying the calling OS thread (never 0).
+pub(crate) fn thread_tag() -> u64 {
+    thread_local! { static TAG: u64 = token(); }
+    TAG.with(|t| *t)
+}
+
+/// What an environment shares with its transactions.
+pub(crate) struct EnvCore {
+    pub env: Arc<Env>,
+    /// Live transactions, aborted when the environment closes.
+    pub txns: Mutex<Vec<Weak<TxnShared>>>,
+    /// `thread_tag()` of the thread that began the open top-level write transaction, or 0.
+    pub writer: AtomicU64,
+}
+
+impl EnvCore {
+    pub(crate) fn track(&self, t: &Arc<TxnShared>) {
+        let mut g = lock(&self.txns);
+        if g.len() >= 64 && g.len().is_power_of_two() {
+            g.retain(|w| w.strong_count() > 0);
+        }
+        g.push(Arc::downgrade(t));
+    }
+}
+
+/// Locks a mutex, ignoring poisoning: the state it guards is left consistent by every
+/// operation before it can panic.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// One top-level transaction and its nested levels, shared by their Python objects and
+/// cursors.
+pub(crate) struct TxnShared {
+    pub state: Mutex<Option<TxnState>>,
+    /// memoryviews handed out with `buffers=True`, released when the transaction ends.
+    pub views: Mutex<Vec<Py<PyAny>>>,
+    pub write: bool,
+    pub buffers: bool,
+    pub core: Arc<EnvCore>,
+}
+
+impl TxnShared {
+    /// Ends the whole transaction (all levels): commits the root if `commit`, else aborts.
+    /// Releases the GIL around the commit.
+    pub(crate) fn end_root(&self, py: Python<'_>, commit: bool) -> PyResult<()> {
+        let st = lock(&self.state).take();
+        let Some(mut st) = st else {
+            return Ok(());
+        };
+        st.cursors.clear();
+        st.tokens.clear();
+        while let Some(n) = st.levels.pop() {
+            drop(n);
+        }
+        let kind = st.kind.take();
+        let env = st.env.clone();
+        drop(st);
+        let r = match kind {
+            Some(Kind::Rw(t)) if commit => py.detach(move || {
+                let r = (*t).commit();
+                drop(env);
+                r
+            }),
+            other => {
+                drop(other);
+                drop(env);
+                Ok(())
+            }
+        };
+        if self.write {
+            self.core.writer.store(0, Ordering::Release);
+        }
+        self.release_views(py);
+        r.map_err(errors::map)
+    }
+
+    /// Releases every memoryview still alive, so that using it raises `ValueError`.
+    pub(crate) fn release_views(&self, py: Python<'_>) {
+        let views = std::mem::take(&mut *lock(&self.views));
+        for v in views {
+            // A view with exports of its own refuses release (BufferError); it then keeps
+            // reading memory that stays mapped (docs/safety.md).
+            let _ = v.call_method0(py, "release");
+        }
+    }
+
+    /// Remembers a memoryview to release at the end; prunes views nobody else holds.
+    pub(crate) fn track_view(&self, py: Python<'_>, v: Py<PyAny>) {
+        let mut g = lock(&self.views);
+        if g.len() >= 64 && g.len().is_power_of_two() {
+            g.retain(|x| x.get_refcnt(py) > 1);
+        }
+        g.push(v);
+    }
+}
+
+pub(crate) enum Kind {
+    Ro(Box<RoTxn<'static>>),
+    Rw(Box<RwTxn<'static>>),
+}
+
+/// Where a parked cursor was.
+#[derive(Clone, Debug)]
+pub(crate) enum Saved {
+    Unset,
+    At(Vec<u8>),
+}
+
+/// A cursor slot.
+pub(crate) struct Slot {
+    /// Unique per cursor, so a closed cursor never reaches a slot reused by another.
+    pub id: u64,
+    pub db: Database,
+    pub cur: Option<ECursor<'static>>,
+    pub saved: Saved,
+    /// Whether the cursor stands on an entry.
+    pub valid: bool,
+    pub depth: usize,
+    pub token: u64,
+}
+
+/// The engine transaction with its cursors and nested levels (see the module invariants).
+pub(crate) struct TxnState {
+    pub cursors: Vec<Option<Slot>>,
+    pub levels: Vec<Nested<'static, 'static>>,
+    /// Token of each live level; index 0 is the top-level transaction.
+    pub tokens: Vec<u64>,
+    pub kind: Option<Kind>,
+    /// Keeps the environment at a fixed address while anything above borrows it. Last field:
+    /// dropped last.
+    pub env: Arc<Env>,
+}
+
+// SAFETY: see docs/safety.md, "Python bindings". The cursors and nested levels borrow only
+// allocations owned by this same value (the boxed transaction and the `Arc<Env>`), so they
+// move between threads together with what they borrow; the state is only ever reached through
+// the `Mutex` of `TxnShared`, so one thread at a time uses it. The engine's transactions are
+// `Send` on their own.
+unsafe impl Send for TxnState {}
+
+impl Drop for TxnState {
+    fn drop(&mut self) {
+        self.cursors.clear();
+        while let Some(n) = self.levels.pop() {
+            drop(n);
+        }
+        self.kind = None;
+    }
+}
+
+impl TxnState {
+    fn with_kind(env: Arc<Env>, kind: Kind) -> TxnState {
+        TxnState {
+            cursors: Vec::new(),
+            levels: Vec::new(),
+            tokens: vec![token()],
+            kind: Some(kind),
+            env,
+        }
+    }
+
+    pub(crate) fn new_ro(env: Arc<Env>) -> Result<TxnState, cairn::Error> {
+        let txn = env.read_txn()?;
+        // SAFETY: docs/safety.md, "Python bindings": `env` is an `Arc` stored in the same
+        // state and dropped after the transaction (last field, explicit Drop order).
+        let txn: RoTxn<'static> = unsafe { std::mem::transmute::<RoTxn<'_>, RoTxn<'static>>(txn) };
+        Ok(Self::with_kind(env, Kind::Ro(Box::new(txn))))
+    }
+
+    /// Begins a write transaction; blocks while another one is open (call without the GIL).
+    pub(crate) fn new_rw(env: Arc<Env>) -> Result<TxnState, cairn::Error> {
+        let txn = env.write_txn()?;
+        // SAFETY: as in `new_ro`.
+        let txn: RwTxn<'static> = unsafe { std::mem::transmute::<RwTxn<'_>, RwTxn<'static>>(txn) };
+        Ok(Self::with_kind(env, Kind::Rw(Box::new(txn))))
+    }
+
+    /// Checks that the level (`depth`, `token`) is alive and has no active child.
+    #[inline]
+    pub(crate) fn check(&self, depth: usize, token: u64) -> PyResult<()> {
+        if self.tokens.get(depth) != Some(&token) {
+            return Err(closed());
+        }
+        if self.tokens.len() != depth + 1 {
+            return Err(errors::BadTxnError::new_err(
+                "the transaction has an active child transaction; end the child first",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The write transaction as its innermost level sees it, for reading.
+    #[inline]
+    pub(crate) fn rw_ref(&self) -> Option<&RwTxn<'static>> {
+        if let Some(n) = self.levels.last() {
+            return Some(n);
+        }
+        match self.kind.as_ref()? {
+            Kind::Rw(t) => Some(t),
+            Kind::Ro(_) => None,
+        }
+    }
+
+    /// The write transaction for changing it: parks every cursor first (their shared borrows
+    /// end here). Fails with `ReadonlyError` in a read transaction.
+    pub(crate) fn rw_mut(&mut self) -> PyResult<&mut RwTxn<'static>> {
+        self.park_cursors();
+        if let Some(n) = self.levels.last_mut() {
+            return Ok(n);
+        }
+        match self.kind.as_mut() {
+            Some(Kind::Rw(t)) => Ok(t),
+            Some(Kind::Ro(_)) => Err(errors::ReadonlyError::new_err(
+                "cannot write in a read-only transaction (begin it with write=True)",
+            )),
+            None => Err(closed()),
+        }
+    }
+
+    /// Saves each cursor's position as a key and drops its engine cursor.
+    pub(crate) fn park_cursors(&mut self) {
+        if !matches!(self.kind, Some(Kind::Rw(_))) {
+            return;
+        }
+        for s in self.cursors.iter_mut().flatten() {
+            if let Some(c) = s.cur.take() {
+                s.saved = match (s.valid, c.current()) {
+                    (true, Ok(Some((k, _)))) => Saved::At(k.to_vec()),
+                    _ => Saved::Unset,
+                };
+            }
+        }
+    }
+
+    /// The value under `key` as this transaction sees it.
+    #[inline]
+    pub(crate) fn get(&self, db: Database, key: &[u8]) -> Result<Option<&[u8]>, cairn::Error> {
+        match self.kind.as_ref() {
+            Some(Kind::Ro(t)) => t.get(db, key),
+            _ => match self.rw_ref() {
+                Some(t) => t.get(db, key),
+                None => Err(cairn::Error::Invalid("transaction ended".into())),
+            },
+        }
+    }
+
+    pub(crate) fn stat(&self, db: Database) -> Result<cairn::Stat, cairn::Error> {
+        match self.kind.as_ref() {
+            Some(Kind::Ro(t)) => t.stat(db),
+            _ => match self.rw_ref() {
+                Some(t) => t.stat(db),
+                None => Err(cairn::Error::Invalid("transaction ended".into())),
+            },
+        }
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        match self.kind.as_ref() {
+            Some(Kind::Ro(t)) => t.id(),
+            _ => self.rw_ref().map_or(0, |t| t.id()),
+        }
+    }
+
+    /// A new engine cursor over `db` (its borrow erased; see the module invariants).
+    fn engine_cursor(&self, db: Database) -> Result<ECursor<'static>, cairn::Error> {
+        let c = match self.kind.as_ref() {
+            Some(Kind::Ro(t)) => t.cursor(db)?,
+            _ => match self.rw_ref() {
+                Some(t) => t.cursor(db)?,
+                None => return Err(cairn::Error::Invalid("transaction ended".into())),
+            },
+        };
+        // SAFETY: docs/safety.md, "Python bindings": the cursor borrows the boxed transaction
+        // owned by this state; slots are cleared before the transaction is dropped, and write
+        // transactions park (drop) cursors before every `&mut` access.
+        Ok(unsafe { std::mem::transmute::<ECursor<'_>, ECursor<'static>>(c) })
+    }
+
+    /// Adds a cursor slot; returns its index.
+    pub(crate) fn open_cursor(
+        &mut self,
+        db: Database,
+        depth: usize,
+        token: u64,
+    ) -> Result<(usize, u64), cairn::Error> {
+        let cur = self.engine_cursor(db)?;
+        let id = self::token();
+        let slot = Slot {
+            id,
+            db,
+            cur: Some(cur),
+            saved: Saved::Unset,
+            valid: false,
+            depth,
+            token,
+        };
+        if let Some(i) = self.cursors.iter().position(Option::is_none) {
+            self.cursors[i] = Some(slot);
+            Ok((i, id))
+        } else {
+            self.cursors.push(Some(slot));
+            Ok((self.cursors.len() - 1, id))
+        }
+    }
+
+    /// The engine cursor of slot `i`, rebuilt at its saved position if it was parked.
+    #[inline]
+    pub(crate) fn cursor(&mut self, i: usize, id: u64) -> PyResult<&mut Slot> {
+        let needs = match self.cursors.get(i) {
+            Some(Some(s)) if s.id == id => {
+                self.check(s.depth, s.token)?;
+                s.cur.is_none()
+            }
+            _ => return Err(closed()),
+        };
+        if needs {
+            let db = self.cursors[i].as_ref().expect("checked").db;
+            let mut c = self.engine_cursor(db).map_err(errors::map)?;
+            let s = self.cursors[i].as_mut().expect("checked");
+            s.valid = match &s.saved {
+                Saved::Unset => false,
+                Saved::At(k) => c.set_range(k).map_err(errors::map)?.is_some(),
+            };
+            s.cur = Some(c);
+        }
+        Ok(self.cursors[i].as_mut().expect("checked"))
+    }
+
+    /// Begins a nested write level; returns its depth and token.
+    pub(crate) fn begin_nested(&mut self) -> PyResult<(usize, u64)> {
+        let t = self.rw_mut()?;
+        let n = t.nested().map_err(errors::map)?;
+        // SAFETY: docs/safety.md, "Python bindings": the level borrows the boxed root
+        // transaction through the current innermost level; levels are popped innermost first
+        // before the root is dropped, and only the innermost level is ever used.
+        let n = unsafe { std::mem::transmute::<Nested<'_, 'static>, Nested<'static, 'static>>(n) };
+        self.levels.push(n);
+        let tok = token();
+        self.tokens.push(tok);
+        Ok((self.tokens.len() - 1, tok))
+    }
+
+    /// Ends nested level `depth` (>= 1) and every level above it; commits it if `commit`.
+    pub(crate) fn end_nested(&mut self, depth: usize, token: u64, commit: bool) -> PyResult<()> {
+        if self.tokens.get(depth) != Some(&token) {
+            return Ok(());
+        }
+        self.park_cursors();
+        for s in self.cursors.iter_mut() {
+            if s.as_ref().is_some_and(|c| c.depth >= depth) {
+                *s = None;
+            }
+        }
+        while self.levels.len() > depth {
+            self.levels.pop();
+        }
+        let n = self.levels.pop().expect("level exists");
+        self.tokens.truncate(depth);
+        if commit {
+            n.commit().map_err(errors::map)
+        } else {
+            drop(n);
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,431 @@
+//! `Transaction`: py-lmdb's transaction, over [`TxnState`].
+//!
+//! A top-level transaction owns a [`TxnShared`]; a nested one (`parent=`) shares its parent's
+//! and stands at a deeper level. Only the innermost level may be used (the engine's nested
+//! transactions are a stack); using an outer one raises `BadTxnError`.
+
+use crate::convert::{arg, finish, grab};
+use crate::cursor::Cursor;
+use crate::env::{stat_dict, Environment, PyDatabase};
+use crate::errors::{self, closed};
+use crate::state::{lock, thread_tag, Kind, TxnShared, TxnState};
+use cairn::{Database, PutFlags};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A transaction. Use it as a context manager (commit on success, abort on an exception) or
+/// call `commit`/`abort`; dropping it unfinished aborts it.
+#[pyclass(frozen, module = "cairn", name = "Transaction")]
+pub struct Transaction {
+    pub(crate) shared: Arc<TxnShared>,
+    pub(crate) depth: usize,
+    pub(crate) token: u64,
+    /// The environment this transaction belongs to.
+    #[pyo3(get)]
+    env: Py<Environment>,
+    db: Py<PyDatabase>,
+    dbv: Database,
+    _parent: Option<Py<Transaction>>,
+}
+
+impl Transaction {
+    pub(crate) fn begin(
+        env: &Bound<'_, Environment>,
+        db: Option<Py<PyDatabase>>,
+        parent: Option<Bound<'_, Transaction>>,
+        write: bool,
+        buffers: bool,
+    ) -> PyResult<Transaction> {
+        let py = env.py();
+        let e = env.get();
+        let core = e.core()?;
+        let db = db.unwrap_or_else(|| e.main_db().clone_ref(py));
+        let dbv = db.get().db;
+        if let Some(p) = parent {
+            let pt = p.get();
+            if !write || !pt.shared.write {
+                return Err(errors::InvalidParameterError::new_err(
+                    "a nested transaction needs write=True and a write parent",
+                ));
+            }
+            let (depth, token) = {
+                let mut g = lock(&pt.shared.state);
+                let st = g.as_mut().ok_or_else(closed)?;
+                st.check(pt.depth, pt.token)?;
+                st.begin_nested()?
+            };
+            return Ok(Transaction {
+                shared: pt.shared.clone(),
+                depth,
+                token,
+                env: env.clone().unbind(),
+                db,
+                dbv,
+                _parent: Some(p.unbind()),
+            });
+        }
+        let st = if write {
+            if e.readonly {
+                return Err(errors::ReadonlyError::new_err(
+                    "Cannot start write transaction with read-only env",
+                ));
+            }
+            if core.writer.load(Ordering::Acquire) == thread_tag() {
+                return Err(errors::Error::new_err(
+                    "Attempt to start a write transaction while another write transaction is \
+                     active on the same thread. This would deadlock.",
+                ));
+            }
+            let envc = core.env.clone();
+            // Waits for the writer lock without holding the GIL.
+            let st = py
+                .detach(move || TxnState::new_rw(envc))
+                .map_err(errors::map)?;
+            core.writer.store(thread_tag(), Ordering::Release);
+            st
+        } else {
+            TxnState::new_ro(core.env.clone()).map_err(errors::map)?
+        };
+        let token = st.tokens[0];
+        let shared = Arc::new(TxnShared {
+            state: Mutex::new(Some(st)),
+            views: Mutex::new(Vec::new()),
+            write,
+            buffers,
+            core: core.clone(),
+        });
+        core.track(&shared);
+        Ok(Transaction {
+            shared,
+            depth: 0,
+            token,
+            env: env.clone().unbind(),
+            db,
+            dbv,
+            _parent: None,
+        })
+    }
+
+    /// The state, checked to be this level's and usable.
+    #[inline]
+    pub(crate) fn state(&self) -> PyResult<MutexGuard<'_, Option<TxnState>>> {
+        let g = lock(&self.shared.state);
+        match g.as_ref() {
+            Some(st) => st.check(self.depth, self.token)?,
+            None => return Err(closed()),
+        }
+        Ok(g)
+    }
+
+    #[inline]
+    fn dbv(&self, db: Option<&Bound<'_, PyDatabase>>) -> Database {
+        db.map_or(self.dbv, |d| d.get().db)
+    }
+
+    pub(crate) fn open_db(&self, name: &str, flags: cairn::DbFlags) -> PyResult<Database> {
+        let mut g = self.state()?;
+        let st = g.as_mut().expect("checked");
+        if let Some(Kind::Ro(t)) = st.kind.as_ref() {
+            return t.open_db(Some(name)).map_err(errors::map);
+        }
+        st.rw_mut()?
+            .create_db(Some(name), flags)
+            .map_err(errors::map)
+    }
+
+    pub(crate) fn copy_to(&self, py: Python<'_>, dest: &Path, compact: bool) -> PyResult<()> {
+        let shared = self.shared.clone();
+        let (depth, token) = (self.depth, self.token);
+        // The lock is taken without the GIL, so no thread waits for the GIL while holding it.
+        py.detach(move || {
+            let g = lock(&shared.state);
+            match g.as_ref() {
+                Some(st) if st.tokens.get(depth) == Some(&token) => match st.kind.as_ref() {
+                    Some(Kind::Ro(t)) => Ok(t.copy_to_file(dest, compact)),
+                    _ => Err("copy from a transaction needs a read-only transaction"),
+                },
+                _ => Err(errors::CLOSED),
+            }
+        })
+        .map_err(errors::InvalidParameterError::new_err)?
+        .map_err(errors::map)
+    }
+
+    fn end(&self, py: Python<'_>, commit: bool) -> PyResult<()> {
+        if self.depth == 0 {
+            return self.shared.end_root(py, commit);
+        }
+        let mut g = lock(&self.shared.state);
+        match g.as_mut() {
+            Some(st) => st.end_nested(self.depth, self.token, commit),
+            None => Ok(()),
+        }
+    }
+
+    fn put_flags(overwrite: bool, append: bool) -> PutFlags {
+        let mut f = PutFlags::empty();
+        if !overwrite {
+            f = f | PutFlags::NO_OVERWRITE;
+        }
+        if append {
+            f = f | PutFlags::APPEND;
+        }
+        f
+    }
+}
+
+/// Outcome of a put the way py-lmdb reports it: `False` when the key existed and
+/// `overwrite=False`, or `append=True` and the key was out of order.
+pub(crate) fn put_result(r: Result<(), cairn::Error>) -> PyResult<bool> {
+    match r {
+        Ok(()) => Ok(true),
+        Err(cairn::Error::KeyExists | cairn::Error::AppendOrder) => Ok(false),
+        Err(e) => Err(errors::map(e)),
+    }
+}
+
+pub(crate) fn flags_for(overwrite: bool, append: bool) -> PutFlags {
+    Transaction::put_flags(overwrite, append)
+}
+
+#[pymethods]
+impl Transaction {
+    #[new]
+    #[pyo3(signature = (env, db=None, parent=None, write=false, buffers=false))]
+    fn new(
+        env: &Bound<'_, Environment>,
+        db: Option<Py<PyDatabase>>,
+        parent: Option<Bound<'_, Transaction>>,
+        write: bool,
+        buffers: bool,
+    ) -> PyResult<Transaction> {
+        Transaction::begin(env, db, parent, write, buffers)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (exc_type=None, _exc=None, _tb=None))]
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: Option<&Bound<'_, PyAny>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let ok = exc_type.is_none_or(|t| t.is_none());
+        self.end(py, ok)
+    }
+
+    /// The transaction's id: for a read transaction, the snapshot it reads.
+    fn id(&self) -> PyResult<u64> {
+        let g = lock(&self.shared.state);
+        match g.as_ref() {
+            Some(st) if st.tokens.get(self.depth) == Some(&self.token) => Ok(st.id()),
+            _ => Err(closed()),
+        }
+    }
+
+    /// Statistics of a database (default: the transaction's database).
+    #[pyo3(signature = (db=None))]
+    fn stat<'py>(
+        &self,
+        py: Python<'py>,
+        db: Option<&Bound<'_, PyDatabase>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let s = {
+            let g = self.state()?;
+            g.as_ref().expect("checked").stat(self.dbv(db))
+        }
+        .map_err(errors::map)?;
+        stat_dict(py, &s)
+    }
+
+    /// Empties `db`; with delete=True also deletes it (the main database is only emptied).
+    #[pyo3(signature = (db, delete=true))]
+    fn drop(&self, db: &Bound<'_, PyDatabase>, delete: bool) -> PyResult<()> {
+        let d = db.get();
+        {
+            let mut g = self.state()?;
+            let t = g.as_mut().expect("checked").rw_mut()?;
+            if delete {
+                t.drop_db(d.db)
+            } else {
+                t.clear_db(d.db)
+            }
+            .map_err(errors::map)?;
+        }
+        if delete {
+            if let Some(n) = &d.name {
+                self.env.get().forget_db(n);
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits (a nested transaction: into its parent). Releases the GIL while flushing.
+    fn commit(&self, py: Python<'_>) -> PyResult<()> {
+        self.end(py, true)
+    }
+
+    /// Discards every change (a nested transaction: its own changes only).
+    fn abort(&self, py: Python<'_>) -> PyResult<()> {
+        self.end(py, false)
+    }
+
+    /// The value stored under `key`, or `default`.
+    #[pyo3(signature = (key, default=None, db=None))]
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        default: Option<Bound<'py, PyAny>>,
+        db: Option<&Bound<'py, PyDatabase>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let k = arg(key)?;
+        let dbv = self.dbv(db);
+        let out = {
+            let g = self.state()?;
+            let st = g.as_ref().expect("checked");
+            st.get(dbv, &k)
+                .map_err(errors::map)?
+                .map(|v| grab(py, &self.shared, v))
+        };
+        match out {
+            Some(o) => finish(py, &self.shared, o),
+            None => Ok(default.unwrap_or_else(|| py.None().into_bound(py))),
+        }
+    }
+
+    /// Stores `value` under `key`; returns False if the key existed and overwrite=False (or,
+    /// with append=True, was not greater than every key).
+    #[pyo3(signature = (key, value, dupdata=true, overwrite=true, append=false, db=None))]
+    #[allow(clippy::too_many_arguments, reason = "py-lmdb's signature")]
+    fn put(
+        &self,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        dupdata: bool,
+        overwrite: bool,
+        append: bool,
+        db: Option<&Bound<'_, PyDatabase>>,
+    ) -> PyResult<bool> {
+        let _ = dupdata; // Meaningful for dupsort databases only.
+        let k = arg(key)?;
+        let v = arg(value)?;
+        let dbv = self.dbv(db);
+        let mut g = self.state()?;
+        let t = g.as_mut().expect("checked").rw_mut()?;
+        put_result(t.put(dbv, &k, &v, Transaction::put_flags(overwrite, append)))
+    }
+
+    /// Stores `value` under `key`; returns the previous value or None.
+    #[pyo3(signature = (key, value, db=None))]
+    fn replace<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        value: &Bound<'py, PyAny>,
+        db: Option<&Bound<'py, PyDatabase>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let k = arg(key)?;
+        let v = arg(value)?;
+        let dbv = self.dbv(db);
+        let old = {
+            let mut g = self.state()?;
+            let st = g.as_mut().expect("checked");
+            let old = st
+                .get(dbv, &k)
+                .map_err(errors::map)?
+                .map(|o| grab(py, &self.shared, o));
+            st.rw_mut()?
+                .put(dbv, &k, &v, PutFlags::empty())
+                .map_err(errors::map)?;
+            old
+        };
+        match old {
+            Some(o) => finish(py, &self.shared, o),
+            None => Ok(py.None().into_bound(py)),
+        }
+    }
+
+    /// Deletes `key`; returns its value, or None if it did not exist.
+    #[pyo3(signature = (key, db=None))]
+    fn pop<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        db: Option<&Bound<'py, PyDatabase>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let k = arg(key)?;
+        let dbv = self.dbv(db);
+        let old = {
+            let mut g = self.state()?;
+            let st = g.as_mut().expect("checked");
+            let old = st
+                .get(dbv, &k)
+                .map_err(errors::map)?
+                .map(|o| grab(py, &self.shared, o));
+            if old.is_some() {
+                st.rw_mut()?.delete(dbv, &k).map_err(errors::map)?;
+            }
+            old
+        };
+        match old {
+            Some(o) => finish(py, &self.shared, o),
+            None => Ok(py.None().into_bound(py)),
+        }
+    }
+
+    /// Deletes `key`; returns whether it existed. (`value` selects one duplicate in dupsort
+    /// databases; it is ignored otherwise.)
+    #[pyo3(signature = (key, value=None, db=None))]
+    fn delete(
+        &self,
+        key: &Bound<'_, PyAny>,
+        value: Option<&Bound<'_, PyAny>>,
+        db: Option<&Bound<'_, PyDatabase>>,
+    ) -> PyResult<bool> {
+        let _ = value;
+        let k = arg(key)?;
+        let dbv = self.dbv(db);
+        let mut g = self.state()?;
+        let t = g.as_mut().expect("checked").rw_mut()?;
+        t.delete(dbv, &k).map_err(errors::map)
+    }
+
+    /// A cursor over `db` (default: the transaction's database).
+    #[pyo3(signature = (db=None))]
+    fn cursor(slf: &Bound<'_, Self>, db: Option<Py<PyDatabase>>) -> PyResult<Cursor> {
+        let db = db.unwrap_or_else(|| slf.get().db.clone_ref(slf.py()));
+        Cursor::open(slf, db)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<cairn.Transaction write={} depth={}>",
+            self.shared.write, self.depth
+        )
+    }
+}
+
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        Python::attach(|py| {
+            let _ = self.end(py, false);
+        });
+    }
+}
+
+/// `(a, b)` as a tuple, built after the transaction lock is released.
+pub(crate) fn pair<'py>(
+    py: Python<'py>,
+    a: Bound<'py, PyAny>,
+    b: Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    PyTuple::new(py, [a, b])
+}

@@ -1,0 +1,187 @@
+"""Cursor: positioning, reading, writing, iteration."""
+import pytest
+
+import cairn
+
+
+def keys(it):
+    return [bytes(k) for k in it]
+
+
+def test_unpositioned(filled):
+    c = filled.begin().cursor()
+    assert c.key() == b"" and c.value() == b"" and c.item() == (b"", b"")
+    assert c.next() and c.key() == b"k0"  # next from unpositioned: first
+
+
+def test_first_last_next_prev(filled):
+    c = filled.begin().cursor()
+    assert c.first() and c.item() == (b"k0", b"v0")
+    assert c.next() and c.key() == b"k1"
+    assert c.prev() and c.key() == b"k0"
+    assert not c.prev() and c.key() == b""
+    assert c.last() and c.key() == b"k9"
+    assert not c.next()
+    c2 = filled.begin().cursor()
+    assert c2.prev() and c2.key() == b"k9"  # prev from unpositioned: last
+
+
+def test_empty_db(env):
+    c = env.begin().cursor()
+    assert not c.first() and not c.last() and not c.next() and list(c) == []
+
+
+def test_set_key_set_range_get(filled):
+    c = filled.begin().cursor()
+    assert c.set_key(b"k5") and c.value() == b"v5"
+    assert not c.set_key(b"k55") and c.key() == b""
+    assert c.set_range(b"k55") and c.key() == b"k6"
+    assert not c.set_range(b"zz")
+    assert c.get(b"k3") == b"v3" and c.key() == b"k3"
+    assert c.get(b"nope") is None and c.get(b"nope", b"d") == b"d"
+
+
+def test_dup_methods_on_plain_db(filled):
+    c = filled.begin().cursor()
+    with pytest.raises(cairn.Error):
+        c.first_dup()  # unpositioned
+    c.set_key(b"k2")
+    assert c.count() == 1
+    with pytest.raises(cairn.IncompatibleError):
+        c.first_dup()
+    with pytest.raises(cairn.IncompatibleError):
+        c.last_dup()
+    c.set_key(b"k2")
+    assert not c.next_dup() and c.key() == b""
+    c.set_key(b"k2")
+    assert not c.prev_dup()
+    c.set_key(b"k2")
+    assert c.next_nodup() and c.key() == b"k3"
+    assert c.prev_nodup() and c.key() == b"k2"
+    assert c.set_key_dup(b"k4", b"v4") and c.key() == b"k4"
+    assert not c.set_key_dup(b"k4", b"other")
+    assert c.set_range_dup(b"k4", b"v3") and c.value() == b"v4"
+    assert not c.set_range_dup(b"k4", b"v5")
+    c.set_key(b"k1")
+    assert [bytes(v) for v in c.iternext_dup()] == [b"v1"]
+    c.set_key(b"k1")
+    assert [bytes(v) for v in c.iterprev_dup()] == [b"v1"]
+    c2 = filled.begin().cursor()
+    with pytest.raises(cairn.Error):
+        c2.count()
+
+
+def test_iterators(filled):
+    t = filled.begin()
+    c = t.cursor()
+    assert [k for k, _ in c] == [b"k%d" % i for i in range(10)]
+    c.set_key(b"k7")
+    assert keys(c.iternext(values=False)) == [b"k7", b"k8", b"k9"]
+    assert keys(t.cursor().iterprev(values=False))[:2] == [b"k9", b"k8"]
+    c.set_key(b"k2")
+    assert list(c.iterprev(keys=False)) == [b"v2", b"v1", b"v0"]
+    assert keys(t.cursor().iternext_nodup()) == [b"k%d" % i for i in range(10)]
+    assert keys(t.cursor().iterprev_nodup())[0] == b"k9"
+    assert list(t.cursor().iternext(keys=False, values=True))[0] == b"v0"
+    it = t.cursor().iternext()
+    assert iter(it) is it
+
+
+def test_iteration_stops_at_break_position(filled):
+    c = filled.begin().cursor()
+    for k, _ in c:
+        if k == b"k4":
+            break
+    assert c.key() == b"k4"
+
+
+def test_cursor_put_replace_pop_delete(env):
+    with env.begin(write=True) as t:
+        c = t.cursor()
+        assert c.put(b"b", b"2") and c.key() == b"b"
+        assert c.put(b"a", b"1") and c.item() == (b"a", b"1")
+        assert c.put(b"a", b"x", overwrite=False) is False
+        assert c.put(b"z", b"26", append=True) is True
+        assert c.put(b"c", b"3", append=True) is False
+        assert c.replace(b"b", b"two") == b"2" and c.value() == b"two"
+        assert c.replace(b"n", b"new") is None
+        assert c.pop(b"n") == b"new"
+        assert c.pop(b"n") is None
+        c.first()
+        assert c.delete() and c.key() == b"b"  # moved to the next entry
+        assert [k for k, _ in t.cursor()] == [b"b", b"z"]
+    c2 = env.begin().cursor()
+    assert not c2.delete()
+
+
+def test_cursor_sees_txn_writes_and_resumes(env):
+    with env.begin(write=True) as t:
+        for i in range(0, 20, 2):
+            t.put(b"%02d" % i, b"")
+        c = t.cursor()
+        c.set_key(b"04")
+        t.put(b"05", b"")  # a change through the transaction
+        assert c.key() == b"04"
+        assert c.next() and c.key() == b"05"
+        t.delete(b"06")
+        assert c.next() and c.key() == b"08"
+
+
+def test_putmulti(env):
+    with env.begin(write=True) as t:
+        c = t.cursor()
+        assert c.putmulti([(b"a", b"1"), (b"b", b"2")]) == (2, 2)
+        assert c.putmulti(iter([(b"a", b"x"), (b"c", b"3")]), overwrite=False) == (2, 1)
+        assert t.get(b"a") == b"1"
+        gen = ((b"z%05d" % i, b"v") for i in range(5000))
+        assert c.putmulti(gen, append=True) == (5000, 5000)
+        assert t.stat()["entries"] == 5003
+    with pytest.raises(cairn.ReadonlyError):
+        env.begin().cursor().putmulti([(b"a", b"b")])
+
+
+def test_getmulti(filled):
+    c = filled.begin().cursor()
+    assert c.getmulti([b"k1", b"nope", b"k3"]) == [(b"k1", b"v1"), (b"k3", b"v3")]
+    assert c.getmulti([b"k2"], values=False) == [b"k2"]
+    mv = c.getmulti([b"k1", b"k2"], dupfixed_bytes=2, keyfixed=True)
+    assert isinstance(mv, memoryview) and bytes(mv) == b"k1v1k2v2"
+    with pytest.raises(cairn.Error):
+        c.getmulti([b"k1"], keyfixed=True)
+
+
+def test_close_and_context_manager(filled):
+    t = filled.begin()
+    with t.cursor() as c:
+        c.first()
+    with pytest.raises(cairn.Error):
+        c.next()
+    c2 = cairn.Cursor(filled.open_db(None), t)
+    assert c2.first() and c2.txn is t and c2.db.flags()["dupsort"] is False
+    c2.close()
+    c2.close()
+    t.abort()
+
+
+def test_cursor_of_ended_txn(filled):
+    t = filled.begin()
+    c = t.cursor()
+    it = c.iternext()
+    t.commit()
+    with pytest.raises(cairn.Error):
+        c.first()
+    with pytest.raises(cairn.Error):
+        next(it)
+
+
+def test_child_cursor_closed_with_child(env):
+    p = env.begin(write=True)
+    ch = env.begin(write=True, parent=p)
+    ch.put(b"a", b"1")
+    c = ch.cursor()
+    c.first()
+    ch.commit()
+    with pytest.raises(cairn.Error):
+        c.key()
+    assert p.cursor().first()
+    p.abort()
