@@ -40,6 +40,25 @@ pub fn put<W: PageWriter + ?Sized>(
     vlen: usize,
     mode: Mode,
 ) -> Result<Outcome> {
+    put_node(w, rec, cmp, key, val, vlen, mode, 0)
+}
+
+/// `put` of a node with flags `nflags` (NF_DUPS or NF_SUBTREE for sorted duplicates: such a
+/// value is always small enough to stay inline).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "put's arguments plus the node flags"
+)]
+pub fn put_node<W: PageWriter + ?Sized>(
+    w: &mut W,
+    rec: &mut DbRecord,
+    cmp: &KeyCmp,
+    key: &[u8],
+    val: Option<&[u8]>,
+    vlen: usize,
+    mode: Mode,
+    nflags: u8,
+) -> Result<Outcome> {
     let ps = w.page_size();
     let hint = hinted(cmp);
     if rec.root == 0 {
@@ -91,7 +110,12 @@ pub fn put<W: PageWriter + ?Sized>(
             return Ok(Outcome::Exists);
         }
         let old = p.node(i)?;
-        let (old_big, old_vlen, old_ref) = (old.is_big(), old.vlen, old.val.to_vec());
+        let (old_big, old_vlen, old_flags) = (old.is_big(), old.vlen, old.flags);
+        let old_ref = if old_big {
+            old.val.to_vec()
+        } else {
+            Vec::new()
+        };
         if old_big {
             let opg = format::decode_u64(&old_ref)?;
             w.free(opg, format::overflow_pages(ps, old_vlen as usize))?;
@@ -104,6 +128,9 @@ pub fn put<W: PageWriter + ?Sized>(
         // Same stored size and inline: overwrite in place.
         if !old_big && format::value_inline(ps, key.len(), vlen) && old_vlen as usize == vlen {
             let mut pm = PageMut::new(w.page_mut(pg)?);
+            if old_flags != nflags {
+                pm.set_node_vlen(i, nflags, vlen as u32);
+            }
             let area = pm.value_area_mut(i)?;
             match val {
                 Some(v) => area.copy_from_slice(v),
@@ -120,7 +147,11 @@ pub fn put<W: PageWriter + ?Sized>(
     // Build the node: inline value, or a reference to freshly written overflow pages.
     let big_ref: [u8; 8];
     let (flags, stored): (u8, &[u8]) = if format::value_inline(ps, key.len(), vlen) {
-        (0, val.unwrap_or(&[]))
+        (nflags, val.unwrap_or(&[]))
+    } else if nflags != 0 {
+        return Err(Error::corrupted(
+            "duplicate set too large for its node (internal)",
+        ));
     } else {
         let span = format::overflow_pages(ps, vlen);
         let opg = w.alloc(span)?;
