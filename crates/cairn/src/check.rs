@@ -1,9 +1,12 @@
 //! The checker: walks every page of a snapshot and verifies every invariant: each page's
 //! checksum, number and writer; key order inside pages and against the separators above them;
-//! uniform depth; the counts in every database record; and that every page below the
-//! high-water mark is reachable exactly once or free.
+//! uniform depth; the counts in every database record; every sorted-duplicates value set
+//! (order, uniqueness, counts, and the form its size calls for: see `btree/dups.rs`); and that
+//! every page below the high-water mark, sub-tree pages included, is reachable exactly once or
+//! free.
 
 use crate::alloc::{self, Run};
+use crate::btree::dups::{DupOrder, Form};
 use crate::btree::{cursor::Position, PageSource, MAX_DEPTH};
 use crate::env::EnvInner;
 use crate::error::{Error, Result};
@@ -66,8 +69,17 @@ impl Walker<'_> {
 
     fn tree(&mut self, name: &str, rec: &DbRecord, cmp: &KeyCmp) {
         let mut counts = DbRecord::default();
+        let flags = crate::DbFlags::from_bits_retain(u32::from(rec.flags));
+        let dups = flags
+            .contains(crate::DbFlags::DUP_SORT)
+            .then(|| DupOrder::of(rec.flags));
+        let kind = match &dups {
+            Some(o) => Kind::Dups(o),
+            None => Kind::Plain,
+        };
         if rec.root != 0 {
-            if let Err(e) = self.node(name, rec.root, cmp, None, None, 1, rec.depth, &mut counts) {
+            let top = (rec.root, rec.depth);
+            if let Err(e) = self.node(name, top, cmp, (None, None), 1, kind, &mut counts) {
                 self.report.problems.push(format!("{name}: {e}"));
                 return;
             }
@@ -96,12 +108,11 @@ impl Walker<'_> {
     fn node(
         &mut self,
         name: &str,
-        pg: u64,
+        (pg, depth): (u64, u16),
         cmp: &KeyCmp,
-        lo: Option<&[u8]>,
-        hi: Option<&[u8]>,
+        (lo, hi): (Option<&[u8]>, Option<&[u8]>),
         level: u16,
-        depth: u16,
+        kind: Kind<'_>,
         c: &mut DbRecord,
     ) -> Result<()> {
         if usize::from(level) > MAX_DEPTH || level > depth {
@@ -159,6 +170,28 @@ impl Walker<'_> {
             for i in 0..n {
                 let nd = p.node(i)?;
                 c.entries += 1;
+                match kind {
+                    Kind::Plain if nd.is_dups() => {
+                        return Err(Error::corrupted(format!(
+                            "page {pg}: duplicates node {i} in a database without DUP_SORT"
+                        )));
+                    }
+                    Kind::Dups(o) if nd.is_dups() => {
+                        c.entries -= 1;
+                        self.values(name, pg, &nd, o, c)?;
+                        continue;
+                    }
+                    Kind::Sub(size)
+                        if nd.flags != 0
+                            || nd.vlen != 0
+                            || size.is_some_and(|s| nd.key.len() != s) =>
+                    {
+                        return Err(Error::corrupted(format!(
+                            "sub-tree page {pg}: node {i} is not a bare value"
+                        )));
+                    }
+                    _ => {}
+                }
                 if nd.is_big() {
                     let opg = format::decode_u64(nd.val)?;
                     let span = format::overflow_pages(self.src.page_size(), nd.vlen as usize);
@@ -185,7 +218,103 @@ impl Walker<'_> {
                 } else {
                     hi
                 };
-                self.node(name, child, cmp, clo, chi, level + 1, depth, c)?;
+                self.node(name, (child, depth), cmp, (clo, chi), level + 1, kind, c)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a tree walk expects of its leaf nodes.
+#[derive(Clone, Copy)]
+enum Kind<'o> {
+    /// Plain values.
+    Plain,
+    /// A DUP_SORT database: single values, inline sets or sub-trees.
+    Dups(&'o DupOrder),
+    /// A sub-tree: bare values (keys with empty data), of one size for DUP_FIXED.
+    Sub(Option<usize>),
+}
+
+impl Walker<'_> {
+    /// Checks the value set of DUP_SORT node `nd` on page `pg` and adds it to the counts.
+    fn values(
+        &mut self,
+        name: &str,
+        pg: u64,
+        nd: &format::Node<'_>,
+        o: &DupOrder,
+        c: &mut DbRecord,
+    ) -> Result<()> {
+        let ps = self.src.page_size();
+        let bad = |what: String| Error::corrupted(format!("page {pg}: key {:?}: {what}", nd.key));
+        match crate::btree::dups::form(self.src, nd, o.fixed)? {
+            Form::One(_) => unreachable!("is_dups nodes hold a set"),
+            Form::Inline(set) => {
+                if set.len() < 2 {
+                    return Err(bad(format!("inline set of {} values", set.len())));
+                }
+                if format::node_size(nd.key.len(), nd.val.len()) > format::dups_node_max(ps) {
+                    return Err(bad("inline set larger than its limit".into()));
+                }
+                let mut data = 0;
+                for j in 0..set.len() {
+                    let v = set.get(j)?;
+                    data += v.len();
+                    if j > 0 && o.cmp.cmp(set.get(j - 1)?, v) != Ordering::Less {
+                        return Err(bad(format!("inline value {j} out of order or repeated")));
+                    }
+                }
+                if format::dupset_size(set.len(), data, o.fixed) != nd.val.len() {
+                    return Err(bad("inline set has stray bytes".into()));
+                }
+                c.entries += set.len() as u64;
+            }
+            Form::Tree(sub) => {
+                let mut sc = DbRecord::default();
+                let size = o.fixed.then_some(usize::from(sub.flags));
+                let kind = Kind::Sub(size);
+                self.node(
+                    name,
+                    (sub.root, sub.depth),
+                    &o.cmp,
+                    (None, None),
+                    1,
+                    kind,
+                    &mut sc,
+                )?;
+                let same = sc.entries == sub.entries
+                    && sc.branch_pages == sub.branch_pages
+                    && sc.leaf_pages == sub.leaf_pages
+                    && sc.overflow_pages == 0;
+                if !same {
+                    return Err(bad(format!(
+                        "sub-tree record says {} values / {}+{} pages, it has {} / {}+{}",
+                        sub.entries,
+                        sub.branch_pages,
+                        sub.leaf_pages,
+                        sc.entries,
+                        sc.branch_pages,
+                        sc.leaf_pages
+                    )));
+                }
+                if sub.entries < 2 {
+                    return Err(bad(format!("sub-tree of {} values", sub.entries)));
+                }
+                if sub.depth == 1 {
+                    let p = format::Page::new(self.src.page(sub.root)?, sub.root)?;
+                    let mut data = 0;
+                    for j in 0..p.nkeys() {
+                        data += p.key(j)?.len();
+                    }
+                    let inline = format::dupset_size(p.nkeys(), data, o.fixed);
+                    if format::node_size(nd.key.len(), inline) <= format::dups_node_max(ps) / 2 {
+                        return Err(bad("sub-tree small enough to be inline".into()));
+                    }
+                }
+                c.entries += sub.entries;
+                c.branch_pages += sub.branch_pages;
+                c.leaf_pages += sub.leaf_pages;
             }
         }
         Ok(())

@@ -1,5 +1,5 @@
 //! Hot copy of a read snapshot into a new file: page by page, or compacted by reloading every
-//! database in key order (append mode) into a fresh file.
+//! database in key order (append mode; sorted duplicates in value order) into a fresh file.
 
 use crate::db::{DbFlags, PutFlags};
 use crate::env::{Durability, Env};
@@ -68,7 +68,7 @@ fn compact_copy(txn: &RoTxn<'_>, dest: &Path) -> Result<()> {
         let main = w.create_db(None, main_flags | DbFlags::CREATE)?;
         for item in txn.iter(src_env.main_db())? {
             let (k, v) = item?;
-            w.put(main, k, v, PutFlags::APPEND)?;
+            w.put(main, k, v, PutFlags::APPEND | PutFlags::APPEND_DUP)?;
         }
         for name in txn.db_names()? {
             let sdb = txn.open_db(Some(&name))?;
@@ -76,7 +76,7 @@ fn compact_copy(txn: &RoTxn<'_>, dest: &Path) -> Result<()> {
             let ddb = w.create_db(Some(&name), flags | DbFlags::CREATE)?;
             for item in txn.iter(sdb)? {
                 let (k, v) = item?;
-                w.put(ddb, k, v, PutFlags::APPEND)?;
+                w.put(ddb, k, v, PutFlags::APPEND | PutFlags::APPEND_DUP)?;
             }
         }
         w.commit()?;

@@ -1,7 +1,7 @@
 //! Public cursors and iterators over one database.
 
-use crate::btree::{cursor::Position, PageSource};
-use crate::db::{Database, PutFlags};
+use crate::btree::{dupcursor::DupPos, dups, PageSource};
+use crate::db::{Database, DbFlags, PutFlags};
 use crate::error::{Error, Result};
 use crate::format::{DbRecord, KeyCmp};
 use crate::txn::RwTxn;
@@ -10,12 +10,16 @@ use std::ops::Bound;
 
 type Entry<'t> = Option<(&'t [u8], &'t [u8])>;
 
-/// A read cursor: LMDB's positioning operations over one database of one transaction.
+/// A read cursor: LMDB's positioning operations over one database of one transaction. In a
+/// DUP_SORT database it stands on one (key, value) pair; the duplicate operations are in
+/// `cursor_dup.rs`.
 pub struct Cursor<'t> {
-    src: &'t dyn PageSource,
-    rec: DbRecord,
-    cmp: KeyCmp,
-    pos: Position,
+    pub(crate) src: &'t dyn PageSource,
+    pub(crate) rec: DbRecord,
+    pub(crate) cmp: KeyCmp,
+    pub(crate) vcmp: KeyCmp,
+    pub(crate) pos: DupPos,
+    pub(crate) buf: Vec<u8>,
 }
 
 #[allow(
@@ -26,13 +30,15 @@ impl<'t> Cursor<'t> {
     pub(crate) fn new(src: &'t dyn PageSource, rec: DbRecord, cmp: KeyCmp) -> Cursor<'t> {
         Cursor {
             src,
+            pos: DupPos::new(&rec),
+            vcmp: dups::DupOrder::of(rec.flags).cmp,
             rec,
             cmp,
-            pos: Position::new(),
+            buf: Vec::new(),
         }
     }
 
-    fn here(&self) -> Result<Entry<'t>> {
+    pub(crate) fn here(&self) -> Result<Entry<'t>> {
         self.pos.current(self.src)
     }
 
@@ -74,7 +80,7 @@ impl<'t> Cursor<'t> {
             Ok(None)
         }
     }
-    /// MDB_SET / MDB_SET_KEY: positions at exactly `key`.
+    /// MDB_SET / MDB_SET_KEY: positions at exactly `key` (its first value).
     pub fn set(&mut self, key: &[u8]) -> Result<Entry<'t>> {
         let (found, exact) = self.pos.seek(self.src, &self.rec, &self.cmp, key)?;
         if found && exact {
@@ -84,7 +90,7 @@ impl<'t> Cursor<'t> {
             Ok(None)
         }
     }
-    /// MDB_SET_RANGE: positions at the first key >= `key`.
+    /// MDB_SET_RANGE: positions at the first key >= `key` (its first value).
     pub fn set_range(&mut self, key: &[u8]) -> Result<Entry<'t>> {
         let (found, _) = self.pos.seek(self.src, &self.rec, &self.cmp, key)?;
         if found {
@@ -99,12 +105,14 @@ impl<'t> Cursor<'t> {
     }
 }
 
-/// An iterator over a key range, forward or (with `.rev()`) backward.
+/// An iterator over the (key, value) pairs of a key range, forward or (with `.rev()`)
+/// backward; in a DUP_SORT database every value of a key in turn.
 pub struct Iter<'t> {
     src: &'t dyn PageSource,
     cmp: KeyCmp,
-    front: Position,
-    back: Position,
+    vcmp: KeyCmp,
+    front: DupPos,
+    back: DupPos,
     started: (bool, bool),
     lo: Bound<Vec<u8>>,
     hi: Bound<Vec<u8>>,
@@ -123,8 +131,9 @@ impl<'t> Iter<'t> {
         Ok(Iter {
             src,
             cmp,
-            front: Position::new(),
-            back: Position::new(),
+            vcmp: dups::DupOrder::of(rec.flags).cmp,
+            front: DupPos::new(&rec),
+            back: DupPos::new(&rec),
             started: (false, false),
             lo: own(range.start_bound()),
             hi: own(range.end_bound()),
@@ -157,7 +166,7 @@ impl<'t> Iter<'t> {
                     let l = l.clone();
                     let (found, exact) = self.front.seek(self.src, &self.rec, &self.cmp, &l)?;
                     if found && exact && matches!(self.lo, Bound::Excluded(_)) {
-                        self.front.next(self.src)?
+                        self.front.next_nodup(self.src)?
                     } else {
                         found
                     }
@@ -181,9 +190,9 @@ impl<'t> Iter<'t> {
                     let h = h.clone();
                     let (found, exact) = self.back.seek(self.src, &self.rec, &self.cmp, &h)?;
                     if found && exact && matches!(self.hi, Bound::Included(_)) {
-                        true
+                        self.back.last_dup(self.src)?
                     } else if found {
-                        self.back.prev(self.src)?
+                        self.back.prev_nodup(self.src)?
                     } else {
                         self.back.last(self.src, &self.rec)?
                     }
@@ -198,7 +207,7 @@ impl<'t> Iter<'t> {
         self.back.current(self.src)
     }
 
-    fn crossed(&self, k: &[u8], forward: bool) -> bool {
+    fn crossed(&self, k: &[u8], v: &[u8], forward: bool) -> bool {
         // Stop when the two ends meet.
         let other = if forward { &self.back } else { &self.front };
         let started = if forward {
@@ -210,8 +219,8 @@ impl<'t> Iter<'t> {
             return false;
         }
         match other.current(self.src) {
-            Ok(Some((ok, _))) => {
-                let o = self.cmp.cmp(k, ok);
+            Ok(Some((ok, ov))) => {
+                let o = self.cmp.cmp(k, ok).then_with(|| self.vcmp.cmp(v, ov));
                 if forward {
                     o != Ordering::Less
                 } else {
@@ -231,7 +240,7 @@ impl<'t> Iterator for Iter<'t> {
         }
         match self.step_front() {
             Ok(Some((k, v))) if self.below_hi(k) => {
-                if self.crossed(k, true) {
+                if self.crossed(k, v, true) {
                     self.done = true;
                     return None;
                 }
@@ -256,7 +265,7 @@ impl DoubleEndedIterator for Iter<'_> {
         }
         match self.step_back() {
             Ok(Some((k, v))) if self.above_lo(k) => {
-                if self.crossed(k, false) {
+                if self.crossed(k, v, false) {
                     self.done = true;
                     return None;
                 }
@@ -275,56 +284,62 @@ impl DoubleEndedIterator for Iter<'_> {
 }
 
 /// A cursor of a write transaction: positioning plus put and delete at the position. Each
-/// change re-seeks the cursor, so it stays valid whatever the change did to the pages.
+/// change re-seeks the cursor, so it stays valid whatever the change did to the pages. In a
+/// DUP_SORT database it stands on a (key, value) pair.
 pub struct CursorMut<'t, 'env> {
     txn: &'t mut RwTxn<'env>,
     db: Database,
-    key: Option<Vec<u8>>,
+    at: Option<(Vec<u8>, Vec<u8>)>,
 }
+
+type Owned = Option<(Vec<u8>, Vec<u8>)>;
 
 #[allow(clippy::should_implement_trait, reason = "LMDB's cursor vocabulary")]
 impl<'t, 'env> CursorMut<'t, 'env> {
     pub(crate) fn new(txn: &'t mut RwTxn<'env>, db: Database) -> CursorMut<'t, 'env> {
-        CursorMut { txn, db, key: None }
+        CursorMut { txn, db, at: None }
     }
 
-    fn with<F>(&mut self, f: F) -> Result<Option<(Vec<u8>, Vec<u8>)>>
+    /// Runs `f` on a read cursor re-seeked to the first pair at or after the remembered one,
+    /// and remembers where it ends.
+    fn with<F>(&mut self, f: F) -> Result<Owned>
     where
-        F: for<'a> FnOnce(&mut Cursor<'a>, Option<&[u8]>) -> Result<Entry<'a>>,
+        F: for<'a> FnOnce(&mut Cursor<'a>, Option<(&[u8], &[u8])>) -> Result<Entry<'a>>,
     {
-        let key = self.key.clone();
+        let at = self.at.take();
         let e = {
             let mut c = self.txn.cursor(self.db)?;
-            if let Some(k) = &key {
-                c.set_range(k)?;
+            if let Some((k, v)) = &at {
+                c.seek_pair(k, v)?;
             }
-            f(&mut c, key.as_deref())?.map(|(k, v)| (k.to_vec(), v.to_vec()))
+            f(&mut c, at.as_ref().map(|(k, v)| (&k[..], &v[..])))?
+                .map(|(k, v)| (k.to_vec(), v.to_vec()))
         };
-        self.key = e.as_ref().map(|(k, _)| k.clone());
+        self.at = e.clone();
         Ok(e)
     }
 
     /// MDB_FIRST.
-    pub fn first(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    pub fn first(&mut self) -> Result<Owned> {
         self.with(|c, _| c.first())
     }
     /// MDB_LAST.
-    pub fn last(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    pub fn last(&mut self) -> Result<Owned> {
         self.with(|c, _| c.last())
     }
-    /// MDB_NEXT: the entry after the current key (even if that key was deleted).
-    pub fn next(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        self.with(|c, k| match k {
+    /// MDB_NEXT: the pair after the current one (even if that one was deleted).
+    pub fn next(&mut self) -> Result<Owned> {
+        self.with(|c, at| match at {
             None => c.first(),
-            Some(k) => match c.current()? {
-                Some((ck, _)) if ck == k => c.next(),
+            Some(at) => match c.current()? {
+                Some(cur) if cur == at => c.next(),
                 other => Ok(other),
             },
         })
     }
     /// MDB_PREV.
-    pub fn prev(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        self.with(|c, k| match k {
+    pub fn prev(&mut self) -> Result<Owned> {
+        self.with(|c, at| match at {
             None => c.last(),
             Some(_) => match c.current()? {
                 Some(_) => c.prev(),
@@ -332,44 +347,99 @@ impl<'t, 'env> CursorMut<'t, 'env> {
             },
         })
     }
+    /// MDB_NEXT_NODUP: the first value of the next key.
+    pub fn next_nodup(&mut self) -> Result<Owned> {
+        self.with(|c, at| match at {
+            None => c.first(),
+            Some((k, _)) => match c.current()? {
+                Some((ck, _)) if ck == k => c.next_nodup(),
+                other => Ok(other),
+            },
+        })
+    }
+    /// MDB_NEXT_DUP: the next value of the current key.
+    pub fn next_dup(&mut self) -> Result<Owned> {
+        let at = self.at.clone();
+        let e = self.with(|c, at| match (at, c.current()?) {
+            (Some(at), Some(cur)) if cur == at => c.next_dup(),
+            (Some((k, _)), Some(cur)) if cur.0 == k => Ok(Some(cur)),
+            _ => Ok(None),
+        })?;
+        if e.is_none() {
+            self.at = at;
+        }
+        Ok(e)
+    }
     /// MDB_SET.
-    pub fn set(&mut self, key: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        let k = key.to_vec();
-        self.key = None;
-        self.with(move |c, _| c.set(&k))
+    pub fn set(&mut self, key: &[u8]) -> Result<Owned> {
+        self.at = None;
+        self.with(|c, _| c.set(key))
     }
     /// MDB_SET_RANGE.
-    pub fn set_range(&mut self, key: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        let k = key.to_vec();
-        self.key = None;
-        self.with(move |c, _| c.set_range(&k))
+    pub fn set_range(&mut self, key: &[u8]) -> Result<Owned> {
+        self.at = None;
+        self.with(|c, _| c.set_range(key))
+    }
+    /// MDB_GET_BOTH.
+    pub fn get_both(&mut self, key: &[u8], value: &[u8]) -> Result<Owned> {
+        self.at = None;
+        self.with(|c, _| c.get_both(key, value))
     }
     /// MDB_GET_CURRENT.
-    pub fn current(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        let Some(k) = self.key.clone() else {
+    pub fn current(&mut self) -> Result<Owned> {
+        let Some((k, v)) = self.at.clone() else {
             return Ok(None);
         };
-        let e = self.txn.get(self.db, &k)?.map(|v| (k.clone(), v.to_vec()));
-        Ok(e)
+        let mut c = self.txn.cursor(self.db)?;
+        Ok(match c.seek_pair(&k, &v)? {
+            Some(e) if e == (&k[..], &v[..]) => Some((k, v)),
+            _ => None,
+        })
+    }
+    /// mdb_cursor_count: the number of values of the current key.
+    pub fn count(&mut self) -> Result<u64> {
+        match &self.at {
+            Some((k, _)) => self.txn.count(self.db, k),
+            None => Ok(0),
+        }
     }
     /// Puts `key`/`value` and moves the cursor there.
     pub fn put(&mut self, key: &[u8], value: &[u8], flags: PutFlags) -> Result<()> {
         self.txn.put(self.db, key, value, flags)?;
-        self.key = Some(key.to_vec());
+        self.at = Some((key.to_vec(), value.to_vec()));
         Ok(())
     }
-    /// MDB_CURRENT: replaces the value at the cursor.
+    /// MDB_CURRENT: replaces the value at the cursor (in a DUP_SORT database: the pair at the
+    /// cursor by `key`/`value`).
     pub fn put_current(&mut self, value: &[u8]) -> Result<()> {
-        let k = self
-            .key
+        let (k, old) = self
+            .at
             .clone()
             .ok_or_else(|| Error::Invalid("cursor is not positioned".into()))?;
-        self.txn.put(self.db, &k, value, PutFlags::empty())
+        let idx = self.txn.env.inner.check_db(self.db)?;
+        if self.txn.env.inner.db_flags(idx).contains(DbFlags::DUP_SORT) {
+            // The old pair goes; the new one takes its place in the value order.
+            self.txn.delete_pair(self.db, &k, &old)?;
+        }
+        self.txn.put(self.db, &k, value, PutFlags::empty())?;
+        self.at = Some((k, value.to_vec()));
+        Ok(())
     }
-    /// Deletes the entry at the cursor; the cursor then stands before the next entry.
+    /// Deletes the pair at the cursor; the cursor then stands before the next pair.
     pub fn del_current(&mut self) -> Result<()> {
-        let k = self
-            .key
+        let (k, v) = self
+            .at
+            .clone()
+            .ok_or_else(|| Error::Invalid("cursor is not positioned".into()))?;
+        if !self.txn.delete_pair(self.db, &k, &v)? {
+            return Err(Error::Invalid("cursor entry no longer exists".into()));
+        }
+        Ok(())
+    }
+    /// MDB_NODUPDATA delete: deletes the current key with all its values.
+    pub fn del_current_all(&mut self) -> Result<()> {
+        let (k, _) = self
+            .at
             .clone()
             .ok_or_else(|| Error::Invalid("cursor is not positioned".into()))?;
         if !self.txn.delete(self.db, &k)? {

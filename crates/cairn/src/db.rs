@@ -35,10 +35,16 @@ flag_set! {
     DbFlags {
         /// Keys compared from their last byte to their first.
         REVERSE_KEY = 0x02;
-        /// Sorted duplicate values per key (reserved: not yet supported).
+        /// Sorted duplicates: a key holds a sorted set of unique values (a multimap).
         DUP_SORT = 0x04;
         /// Keys are native unsigned 32- or 64-bit integers, ordered as numbers.
         INTEGER_KEY = 0x08;
+        /// With DUP_SORT: all values of a key have one size and are stored packed.
+        DUP_FIXED = 0x10;
+        /// With DUP_SORT: values are native unsigned 32- or 64-bit integers, ordered as numbers.
+        INTEGER_DUP = 0x20;
+        /// With DUP_SORT: values are compared from their last byte to their first.
+        REVERSE_DUP = 0x40;
         /// Create the database if it does not exist.
         CREATE = 0x4_0000;
     }
@@ -56,8 +62,15 @@ flag_set! {
     PutFlags {
         /// Fail with `KeyExists` if the key exists.
         NO_OVERWRITE = 0x10;
+        /// DUP_SORT: fail with `KeyExists` if the key/value pair exists.
+        NO_DUP_DATA = 0x20;
         /// The key sorts after every key of the database: fill pages, do not split them.
+        /// In a DUP_SORT database the last key itself may be given with APPEND_DUP.
         APPEND = 0x2_0000;
+        /// DUP_SORT: the value sorts after every value of its key (`AppendOrder` otherwise).
+        APPEND_DUP = 0x4_0000;
+        /// DUP_FIXED: many fixed-size values in one call (see `RwTxn::put_multiple`).
+        MULTIPLE = 0x8_0000;
     }
 }
 
@@ -117,6 +130,17 @@ pub(crate) fn cmp_for(flags: DbFlags) -> KeyCmp {
     }
 }
 
+/// The value order of a DUP_SORT database with these flags.
+pub(crate) fn dup_cmp_for(flags: DbFlags) -> KeyCmp {
+    if flags.contains(DbFlags::INTEGER_DUP) {
+        KeyCmp::Integer
+    } else if flags.contains(DbFlags::REVERSE_DUP) {
+        KeyCmp::Reverse
+    } else {
+        KeyCmp::Bytes
+    }
+}
+
 /// Names in a catalog.
 pub(crate) fn catalog_names<S: PageSource + ?Sized>(
     src: &S,
@@ -135,8 +159,12 @@ pub(crate) fn catalog_names<S: PageSource + ?Sized>(
     Ok(out)
 }
 
-/// Frees every page of a tree.
+/// Frees every page of a tree, sorted-duplicates sub-trees included.
 pub(crate) fn free_tree<W: PageWriter + ?Sized>(w: &mut W, rec: &DbRecord) -> Result<()> {
+    free_tree_level(w, rec, true)
+}
+
+fn free_tree_level<W: PageWriter + ?Sized>(w: &mut W, rec: &DbRecord, top: bool) -> Result<()> {
     if rec.root == 0 {
         return Ok(());
     }
@@ -144,6 +172,7 @@ pub(crate) fn free_tree<W: PageWriter + ?Sized>(w: &mut W, rec: &DbRecord) -> Re
     let mut stack = vec![(rec.root, 0usize)];
     let mut pages = Vec::new();
     let mut overflow = Vec::new();
+    let mut subtrees = Vec::new();
     let limit = rec.branch_pages + rec.leaf_pages + 1;
     while let Some((pg, depth)) = stack.pop() {
         if depth > MAX_DEPTH || pages.len() as u64 > limit {
@@ -153,7 +182,13 @@ pub(crate) fn free_tree<W: PageWriter + ?Sized>(w: &mut W, rec: &DbRecord) -> Re
         for i in 0..p.nkeys() {
             let n = p.node(i)?;
             if p.is_leaf() {
-                if n.is_big() {
+                if n.flags & format::NF_SUBTREE != 0 {
+                    // A sorted-duplicates sub-tree: its pages are counted in `rec` too.
+                    if !top {
+                        return Err(Error::corrupted("sub-tree inside a sub-tree"));
+                    }
+                    subtrees.push(DbRecord::decode(n.val)?);
+                } else if n.is_big() {
                     overflow.push((
                         format::decode_u64(n.val)?,
                         format::overflow_pages(ps, n.vlen as usize),
@@ -170,6 +205,12 @@ pub(crate) fn free_tree<W: PageWriter + ?Sized>(w: &mut W, rec: &DbRecord) -> Re
     }
     for (pg, span) in overflow {
         w.free(pg, span)?;
+    }
+    for sub in subtrees {
+        if sub.root == 0 || sub.depth as usize > MAX_DEPTH {
+            return Err(Error::corrupted("bad sorted-duplicates sub-tree record"));
+        }
+        free_tree_level(w, &sub, false)?;
     }
     Ok(())
 }

@@ -67,9 +67,19 @@ pub enum Error {
         /// Length given.
         len: usize,
     },
-    /// APPEND was given and the key is not greater than the last key of the database.
-    #[error("APPEND: key is not greater than the last key of the database")]
+    /// APPEND was given and the key is not greater than the last key of the database, or
+    /// APPEND_DUP and the value is not greater than the last value of its key.
+    #[error("APPEND: key (or APPEND_DUP: value) does not sort after the last one")]
     AppendOrder,
+    /// A DUP_FIXED database was given a value whose size differs from its key's other values
+    /// (or an INTEGER_DUP database a value that is not a 4- or 8-byte integer).
+    #[error("value of {len} bytes where {expected} bytes are required")]
+    BadValueSize {
+        /// Length given.
+        len: usize,
+        /// Length required.
+        expected: usize,
+    },
     /// The size limit set by the user was reached.
     #[error("database full: the file would exceed its size limit of {limit} bytes (raise it with EnvOptions::max_size)")]
     MapFull {

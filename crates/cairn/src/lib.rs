@@ -8,8 +8,8 @@
 //! - One write transaction at a time; [`RwTxn::commit`] is atomic and, in
 //!   [`Durability::Durable`] mode, costs one flush. A crash at any instant leaves the last
 //!   committed state; recovery checks only what the last commit wrote.
-//! - Named databases, integer and reverse key orders, cursors, range iterators, nested
-//!   transactions, a checker and hot copies.
+//! - Named databases, integer and reverse key orders, sorted duplicates (multimaps), cursors,
+//!   range iterators, nested transactions, a checker and hot copies.
 //!
 //! ```
 //! use cairn::{Env, PutFlags};
@@ -31,6 +31,7 @@ pub mod check;
 mod commit;
 mod copy;
 mod cursor;
+mod cursor_dup;
 mod db;
 mod env;
 mod error;
@@ -41,8 +42,10 @@ mod os;
 mod shared;
 pub mod storage;
 mod txn;
+mod txn_dup;
 
 pub use cursor::{Cursor, CursorMut, Iter};
+pub use cursor_dup::DupIter;
 pub use db::{Database, DbFlags, PutFlags, Stat};
 pub use env::{Durability, Env, EnvInfo, EnvOptions};
 pub use error::{Error, Result};

@@ -123,7 +123,7 @@ impl<'env> RoTxn<'env> {
         self.snap.meta.txnid
     }
 
-    fn db(&self, db: Database) -> Result<(DbRecord, KeyCmp)> {
+    pub(crate) fn db(&self, db: Database) -> Result<(DbRecord, KeyCmp)> {
         // The main database needs no registry lookup: the read path takes no lock.
         if db.idx == 0 && db.env_id == self.env.inner.id {
             return Ok((self.snap.meta.main, self.main_cmp.clone()));
@@ -255,6 +255,8 @@ pub struct RwTxn<'env> {
     pub(crate) frames: Vec<Frame>,
     pub(crate) freed_clean: Vec<u64>,
     pub(crate) changed: bool,
+    /// Reused by sorted-duplicates writes for the value sets they build.
+    pub(crate) dup_scratch: Vec<u8>,
 }
 
 impl<'env> RwTxn<'env> {
@@ -306,6 +308,7 @@ impl<'env> RwTxn<'env> {
             frames: Vec::new(),
             freed_clean: Vec::new(),
             changed: false,
+            dup_scratch: Vec::new(),
         })
     }
 
@@ -341,7 +344,7 @@ impl<'env> RwTxn<'env> {
         Ok((idx, d.rec, self.env.inner.db_cmp(idx)))
     }
 
-    fn db_ro(&self, db: Database) -> Result<(DbRecord, KeyCmp)> {
+    pub(crate) fn db_ro(&self, db: Database) -> Result<(DbRecord, KeyCmp)> {
         let idx = self.env.inner.check_db(db)?;
         if let Some(Some(d)) = self.dbs.get(idx) {
             if d.deleted {
@@ -396,6 +399,12 @@ impl<'env> RwTxn<'env> {
         flags: PutFlags,
     ) -> Result<()> {
         let (idx, mut rec, cmp) = self.db_state(db)?;
+        if btree::dups::is_dupsort(&rec) {
+            let val = val.ok_or_else(|| {
+                Error::Invalid("RESERVE is not allowed in a DUP_SORT database".into())
+            })?;
+            return self.put_dup(idx, rec, &cmp, key, val, flags).map(|_| ());
+        }
         self.check_put(self.env.inner.db_flags(idx), key, vlen)?;
         let mode = if flags.contains(PutFlags::APPEND) {
             btree::insert::Mode::Append
@@ -415,6 +424,10 @@ impl<'env> RwTxn<'env> {
     /// Stores `value` under `key`. `PutFlags::NO_OVERWRITE` fails with [`Error::KeyExists`] if
     /// the key exists (read the existing value with `get`); `PutFlags::APPEND` requires the key
     /// to sort after every key of the database and fills pages instead of splitting them.
+    ///
+    /// In a DUP_SORT database the value joins the key's sorted set of values (a pair that
+    /// exists already is left as it is, or with `NO_DUP_DATA` fails with `KeyExists`);
+    /// `APPEND_DUP` requires it to sort after the key's values. See `put_multiple`.
     pub fn put(&mut self, db: Database, key: &[u8], value: &[u8], flags: PutFlags) -> Result<()> {
         self.put_inner(db, key, Some(value), value.len(), flags)
     }
@@ -429,6 +442,10 @@ impl<'env> RwTxn<'env> {
     ) -> Result<&mut [u8]> {
         self.put_inner(db, key, None, len, flags)?;
         let (_, rec, cmp) = self.db_state(db)?;
+        debug_assert!(
+            !btree::dups::is_dupsort(&rec),
+            "put_inner refuses RESERVE there"
+        );
         let (pgno, i, exact) = btree::search::find_leaf(self, &rec, &cmp, key)?
             .ok_or_else(|| Error::corrupted("reserved key vanished"))?;
         if !exact {
@@ -444,10 +461,15 @@ impl<'env> RwTxn<'env> {
         Ok(&mut self.page_mut(pgno)?[at..at + l])
     }
 
-    /// Deletes `key`; returns whether it existed.
+    /// Deletes `key` (in a DUP_SORT database, with all its values); returns whether it
+    /// existed.
     pub fn delete(&mut self, db: Database, key: &[u8]) -> Result<bool> {
         let (idx, mut rec, cmp) = self.db_state(db)?;
-        let r = btree::delete::delete(self, &mut rec, &cmp, key);
+        let r = if btree::dups::is_dupsort(&rec) {
+            btree::dups::delete_all(self, &mut rec, &cmp, key).map(|n| n > 0)
+        } else {
+            btree::delete::delete(self, &mut rec, &cmp, key)
+        };
         if matches!(r, Ok(true)) {
             self.set_rec(idx, rec);
         }
@@ -457,6 +479,7 @@ impl<'env> RwTxn<'env> {
     /// Opens a named database, creating it if `flags` contains [`DbFlags::CREATE`].
     pub fn create_db(&mut self, name: Option<&str>, flags: DbFlags) -> Result<Database> {
         let persistent = flags.persistent();
+        crate::txn_dup::check_db_flags(persistent)?;
         let Some(name) = name else {
             let cur = self.dbs[0].as_ref().expect("main").rec;
             if cur.root == 0

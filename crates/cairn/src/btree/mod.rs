@@ -11,6 +11,8 @@
 
 pub mod cursor;
 pub mod delete;
+pub mod dupcursor;
+pub mod dups;
 pub mod insert;
 pub mod search;
 

@@ -48,6 +48,10 @@ pub fn get<'a, S: PageSource + ?Sized>(
         Some((pgno, i, true)) => {
             let p = tree_page(src, pgno)?;
             let n = p.node(i)?;
+            if n.is_dups() {
+                let fixed = super::dups::DupOrder::of(rec.flags).fixed;
+                return Ok(Some(super::dups::first_value(src, &n, fixed)?));
+            }
             Ok(Some(node_value(src, &n)?))
         }
         _ => Ok(None),

@@ -1,0 +1,341 @@
+//! Cursor positions over a database that may hold sorted duplicates: the main tree's position
+//! plus, at a key with several values, the position among them (an index into its inline set,
+//! or a position in its sub-tree). In a database without duplicates the extra state stays
+//! `One` and costs a branch per step.
+//!
+//! Invariant: when the main position is set, `at` describes the node under it (`load` runs
+//! after every move of the main position), and for `At::Tree` the sub-position is set.
+
+use super::cursor::Position;
+use super::dups::{form, is_dupsort, DupOrder, Form};
+use super::{node_value, tree_page, PageSource};
+use crate::error::{Error, Result};
+use crate::format::{DbRecord, DupSet, KeyCmp, NF_DUPS, NF_SUBTREE};
+use std::cmp::Ordering;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum At {
+    One,
+    Inline { idx: usize, n: usize },
+    Tree,
+}
+
+/// A position among the (key, value) pairs of a database.
+#[derive(Clone, Debug)]
+pub struct DupPos {
+    main: Position,
+    dups: bool,
+    fixed: bool,
+    at: At,
+    sub: Position,
+    sub_rec: DbRecord,
+}
+
+impl DupPos {
+    /// An unpositioned cursor over the database of record `rec`.
+    pub fn new(rec: &DbRecord) -> DupPos {
+        let dups = is_dupsort(rec);
+        DupPos {
+            main: Position::new(),
+            dups,
+            fixed: dups && DupOrder::of(rec.flags).fixed,
+            at: At::One,
+            sub: if dups {
+                Position::new()
+            } else {
+                Position::default()
+            },
+            sub_rec: DbRecord::default(),
+        }
+    }
+
+    /// Whether it points at a pair.
+    pub fn is_set(&self) -> bool {
+        self.main.is_set()
+    }
+
+    /// Forgets the position.
+    pub fn clear(&mut self) {
+        self.main.clear();
+        self.at = At::One;
+    }
+
+    /// Reads the node under the main position and stands at its first (or last) value.
+    fn load<S: PageSource + ?Sized>(&mut self, src: &S, last: bool) -> Result<()> {
+        self.at = At::One;
+        if !self.dups {
+            return Ok(());
+        }
+        let Some((pg, i)) = self.main.leaf() else {
+            return Ok(());
+        };
+        let p = tree_page(src, pg)?;
+        let n = p.node(i)?;
+        if n.flags & NF_DUPS != 0 {
+            let s = DupSet::new(n.val, self.fixed)?;
+            let idx = if last { s.len() - 1 } else { 0 };
+            self.at = At::Inline { idx, n: s.len() };
+        } else if n.flags & NF_SUBTREE != 0 {
+            if let Form::Tree(r) = form(src, &n, self.fixed)? {
+                self.sub_rec = r;
+                let ok = if last {
+                    self.sub.last(src, &r)?
+                } else {
+                    self.sub.first(src, &r)?
+                };
+                if !ok {
+                    return Err(Error::corrupted("empty sorted-duplicates sub-tree"));
+                }
+                self.at = At::Tree;
+            }
+        }
+        Ok(())
+    }
+
+    fn moved<S: PageSource + ?Sized>(&mut self, src: &S, ok: bool, last: bool) -> Result<bool> {
+        if ok {
+            self.load(src, last)?;
+        } else {
+            self.at = At::One;
+        }
+        Ok(ok)
+    }
+
+    /// Moves to the first pair; false if the database is empty.
+    pub fn first<S: PageSource + ?Sized>(&mut self, src: &S, rec: &DbRecord) -> Result<bool> {
+        let ok = self.main.first(src, rec)?;
+        self.moved(src, ok, false)
+    }
+
+    /// Moves to the last pair; false if the database is empty.
+    pub fn last<S: PageSource + ?Sized>(&mut self, src: &S, rec: &DbRecord) -> Result<bool> {
+        let ok = self.main.last(src, rec)?;
+        self.moved(src, ok, true)
+    }
+
+    /// Moves to the first value of the first key >= `key`; returns (found any, exact key).
+    pub fn seek<S: PageSource + ?Sized>(
+        &mut self,
+        src: &S,
+        rec: &DbRecord,
+        kcmp: &KeyCmp,
+        key: &[u8],
+    ) -> Result<(bool, bool)> {
+        let (found, exact) = self.main.seek(src, rec, kcmp, key)?;
+        self.moved(src, found, false)?;
+        Ok((found, exact))
+    }
+
+    /// Steps to the next pair; false (and unpositioned) at the end.
+    pub fn next<S: PageSource + ?Sized>(&mut self, src: &S) -> Result<bool> {
+        if self.step_dup(src, true, false)? {
+            return Ok(true);
+        }
+        self.next_nodup(src)
+    }
+
+    /// Steps to the previous pair; false (and unpositioned) at the start.
+    pub fn prev<S: PageSource + ?Sized>(&mut self, src: &S) -> Result<bool> {
+        if self.step_dup(src, false, false)? {
+            return Ok(true);
+        }
+        self.prev_nodup(src)
+    }
+
+    /// First value of the next key.
+    pub fn next_nodup<S: PageSource + ?Sized>(&mut self, src: &S) -> Result<bool> {
+        let ok = self.main.next(src)?;
+        self.moved(src, ok, false)
+    }
+
+    /// Last value of the previous key.
+    pub fn prev_nodup<S: PageSource + ?Sized>(&mut self, src: &S) -> Result<bool> {
+        let ok = self.main.prev(src)?;
+        self.moved(src, ok, true)
+    }
+
+    /// Next value of the same key; false (position kept) at its last value.
+    pub fn next_dup<S: PageSource + ?Sized>(&mut self, src: &S) -> Result<bool> {
+        self.step_dup(src, true, true)
+    }
+
+    /// Previous value of the same key; false (position kept) at its first value.
+    pub fn prev_dup<S: PageSource + ?Sized>(&mut self, src: &S) -> Result<bool> {
+        self.step_dup(src, false, true)
+    }
+
+    fn step_dup<S: PageSource + ?Sized>(&mut self, src: &S, fwd: bool, keep: bool) -> Result<bool> {
+        match &mut self.at {
+            At::One => Ok(false),
+            At::Inline { idx, n } => {
+                if fwd && *idx + 1 < *n {
+                    *idx += 1;
+                    Ok(true)
+                } else if !fwd && *idx > 0 {
+                    *idx -= 1;
+                    Ok(true)
+                } else {
+                    Ok(false)
+                }
+            }
+            At::Tree => {
+                let ok = if fwd {
+                    self.sub.next(src)?
+                } else {
+                    self.sub.prev(src)?
+                };
+                if !ok && keep {
+                    // A failed step leaves the sub-position unset: stand at the edge again.
+                    let r = self.sub_rec;
+                    if fwd {
+                        self.sub.last(src, &r)?;
+                    } else {
+                        self.sub.first(src, &r)?;
+                    }
+                }
+                Ok(ok)
+            }
+        }
+    }
+
+    /// First value of the current key.
+    pub fn first_dup<S: PageSource + ?Sized>(&mut self, src: &S) -> Result<bool> {
+        let ok = self.main.is_set();
+        self.moved(src, ok, false)
+    }
+
+    /// Last value of the current key.
+    pub fn last_dup<S: PageSource + ?Sized>(&mut self, src: &S) -> Result<bool> {
+        let ok = self.main.is_set();
+        self.moved(src, ok, true)
+    }
+
+    /// The pair under the cursor.
+    #[inline]
+    pub fn current<'a, S: PageSource + ?Sized>(
+        &self,
+        src: &'a S,
+    ) -> Result<Option<(&'a [u8], &'a [u8])>> {
+        let Some((pg, i)) = self.main.leaf() else {
+            return Ok(None);
+        };
+        let p = tree_page(src, pg)?;
+        if i >= p.nkeys() {
+            return Ok(None);
+        }
+        let n = p.node(i)?;
+        let v = match self.at {
+            At::One => {
+                if n.is_dups() {
+                    return Err(Error::corrupted(format!(
+                        "page {pg}: duplicates node in a database without DUPSORT"
+                    )));
+                }
+                node_value(src, &n)?
+            }
+            At::Inline { idx, .. } => DupSet::new(n.val, self.fixed)?.get(idx)?,
+            At::Tree => {
+                self.sub
+                    .current(src)?
+                    .ok_or_else(|| Error::corrupted("sub-tree cursor"))?
+                    .0
+            }
+        };
+        Ok(Some((n.key, v)))
+    }
+
+    /// Number of values of the current key (0 if unpositioned).
+    pub fn count(&self) -> u64 {
+        if !self.main.is_set() {
+            return 0;
+        }
+        match self.at {
+            At::One => 1,
+            At::Inline { n, .. } => n as u64,
+            At::Tree => self.sub_rec.entries,
+        }
+    }
+
+    /// Within the current key, moves to the first value >= `val`; returns (found, exact).
+    /// When none is, the position is unspecified within the key (callers clear it).
+    pub fn seek_dup<S: PageSource + ?Sized>(
+        &mut self,
+        src: &S,
+        vcmp: &KeyCmp,
+        val: &[u8],
+    ) -> Result<(bool, bool)> {
+        match self.at {
+            At::One => {
+                let Some((_, v)) = self.current(src)? else {
+                    return Ok((false, false));
+                };
+                let o = vcmp.cmp(v, val);
+                Ok((o != Ordering::Less, o == Ordering::Equal))
+            }
+            At::Inline { n, .. } => {
+                let (pg, i) = self.main.leaf().expect("inline implies a position");
+                let p = tree_page(src, pg)?;
+                let s = DupSet::new(p.node(i)?.val, self.fixed)?;
+                let (pos, exact) = s.search(val, vcmp)?;
+                if pos >= n {
+                    return Ok((false, false));
+                }
+                self.at = At::Inline { idx: pos, n };
+                Ok((true, exact))
+            }
+            At::Tree => {
+                let r = self.sub_rec;
+                self.sub.seek(src, &r, vcmp, val)
+            }
+        }
+    }
+
+    /// Copies every value of the current chunk (the inline set, or the sub-tree leaf: LMDB's
+    /// "page of duplicates") into `out`, packed, and stands at the chunk's last value.
+    pub fn take_chunk<S: PageSource + ?Sized>(
+        &mut self,
+        src: &S,
+        out: &mut Vec<u8>,
+    ) -> Result<bool> {
+        out.clear();
+        self.chunk_start();
+        let Some((pg, i)) = self.main.leaf() else {
+            return Ok(false);
+        };
+        match self.at {
+            At::One => {
+                let p = tree_page(src, pg)?;
+                out.extend_from_slice(node_value(src, &p.node(i)?)?);
+            }
+            At::Inline { idx, n } => {
+                let p = tree_page(src, pg)?;
+                let s = DupSet::new(p.node(i)?.val, self.fixed)?;
+                for j in idx..n {
+                    out.extend_from_slice(s.get(j)?);
+                }
+                self.at = At::Inline { idx: n - 1, n };
+            }
+            At::Tree => {
+                let (spg, si) = self
+                    .sub
+                    .leaf()
+                    .ok_or_else(|| Error::corrupted("sub cursor"))?;
+                let p = tree_page(src, spg)?;
+                for j in si..p.nkeys() {
+                    out.extend_from_slice(p.key(j)?);
+                }
+                self.sub.set_leaf_slot(p.nkeys().saturating_sub(1));
+            }
+        }
+        Ok(true)
+    }
+
+    /// Moves to the first value of the current chunk (see [`DupPos::take_chunk`]).
+    pub fn chunk_start(&mut self) {
+        match &mut self.at {
+            At::One => {}
+            At::Inline { idx, .. } => *idx = 0,
+            At::Tree => self.sub.set_leaf_slot(0),
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! Sorted-duplicates operations of the read cursor (LMDB's `*_DUP`, `*_NODUP`, `GET_BOTH*` and
+//! `*_MULTIPLE` cursor ops) and the iterator over the values of one key.
+//!
+//! In a database without DUP_SORT every key has exactly one value, so the `*_DUP` operations
+//! see one value per key and `*_NODUP` are `next`/`prev`; the `*_MULTIPLE` operations need
+//! DUP_FIXED and fail with `Error::Invalid` otherwise.
+
+use crate::btree::dupcursor::DupPos;
+use crate::btree::PageSource;
+use crate::cursor::Cursor;
+use crate::db::DbFlags;
+use crate::error::{Error, Result};
+use crate::format::{DbRecord, KeyCmp};
+
+type Entry<'t> = Option<(&'t [u8], &'t [u8])>;
+
+#[allow(
+    clippy::should_implement_trait,
+    reason = "LMDB's cursor vocabulary; the iterators are Iter and DupIter"
+)]
+impl<'t> Cursor<'t> {
+    fn after(&mut self, moved: bool) -> Result<Entry<'t>> {
+        if moved {
+            self.here()
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// MDB_FIRST_DUP: the first value of the current key.
+    pub fn first_dup(&mut self) -> Result<Entry<'t>> {
+        let m = self.pos.first_dup(self.src)?;
+        self.after(m)
+    }
+    /// MDB_LAST_DUP: the last value of the current key.
+    pub fn last_dup(&mut self) -> Result<Entry<'t>> {
+        let m = self.pos.last_dup(self.src)?;
+        self.after(m)
+    }
+    /// MDB_NEXT_DUP: the next value of the current key; None (position kept) at its last.
+    pub fn next_dup(&mut self) -> Result<Entry<'t>> {
+        let m = self.pos.next_dup(self.src)?;
+        self.after(m)
+    }
+    /// MDB_PREV_DUP: the previous value of the current key; None (position kept) at its first.
+    pub fn prev_dup(&mut self) -> Result<Entry<'t>> {
+        let m = self.pos.prev_dup(self.src)?;
+        self.after(m)
+    }
+    /// MDB_NEXT_NODUP: the first value of the next key (unpositioned: the first pair).
+    pub fn next_nodup(&mut self) -> Result<Entry<'t>> {
+        if !self.pos.is_set() {
+            return self.first();
+        }
+        let m = self.pos.next_nodup(self.src)?;
+        self.after(m)
+    }
+    /// MDB_PREV_NODUP: the last value of the previous key (unpositioned: the last pair).
+    pub fn prev_nodup(&mut self) -> Result<Entry<'t>> {
+        if !self.pos.is_set() {
+            return self.last();
+        }
+        let m = self.pos.prev_nodup(self.src)?;
+        self.after(m)
+    }
+
+    /// MDB_GET_BOTH: positions at exactly the pair `key`/`value`.
+    pub fn get_both(&mut self, key: &[u8], value: &[u8]) -> Result<Entry<'t>> {
+        match self.both(key, value)? {
+            Some(true) => self.here(),
+            _ => {
+                self.pos.clear();
+                Ok(None)
+            }
+        }
+    }
+
+    /// MDB_GET_BOTH_RANGE: positions at `key`'s first value >= `value`.
+    pub fn get_both_range(&mut self, key: &[u8], value: &[u8]) -> Result<Entry<'t>> {
+        match self.both(key, value)? {
+            Some(_) => self.here(),
+            None => {
+                self.pos.clear();
+                Ok(None)
+            }
+        }
+    }
+
+    /// Seeks `key` exactly, then its first value >= `value`: None if either is missing, else
+    /// whether the value is equal.
+    fn both(&mut self, key: &[u8], value: &[u8]) -> Result<Option<bool>> {
+        let (found, exact) = self.pos.seek(self.src, &self.rec, &self.cmp, key)?;
+        if !(found && exact) {
+            return Ok(None);
+        }
+        let (found, exact) = self.pos.seek_dup(self.src, &self.vcmp, value)?;
+        Ok(found.then_some(exact))
+    }
+
+    /// Positions at the first pair >= (`key`, `value`) in (key, value) order.
+    pub(crate) fn seek_pair(&mut self, key: &[u8], value: &[u8]) -> Result<Entry<'t>> {
+        let (found, exact) = self.pos.seek(self.src, &self.rec, &self.cmp, key)?;
+        if !found {
+            return Ok(None);
+        }
+        if exact {
+            let (found, _) = self.pos.seek_dup(self.src, &self.vcmp, value)?;
+            if !found {
+                let m = self.pos.next_nodup(self.src)?;
+                return self.after(m);
+            }
+        }
+        self.here()
+    }
+
+    /// mdb_cursor_count: the number of values of the current key (0 if unpositioned).
+    pub fn count(&self) -> u64 {
+        self.pos.count()
+    }
+
+    fn need_fixed(&self) -> Result<()> {
+        let f = DbFlags::from_bits_retain(u32::from(self.rec.flags));
+        if !f.contains(DbFlags::DUP_SORT | DbFlags::DUP_FIXED) {
+            return Err(Error::Invalid(
+                "the *_MULTIPLE cursor operations need a DUP_SORT | DUP_FIXED database".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn chunk(&mut self) -> Result<Option<(&'t [u8], &[u8])>> {
+        let Some((k, _)) = self.here()? else {
+            return Ok(None);
+        };
+        let mut buf = std::mem::take(&mut self.buf);
+        let r = self.pos.take_chunk(self.src, &mut buf);
+        self.buf = buf;
+        r?;
+        Ok(Some((k, &self.buf)))
+    }
+
+    /// MDB_GET_MULTIPLE: the key and the packed values of the current chunk of its values
+    /// (LMDB's page of duplicates: the inline set or one sub-tree leaf); the cursor then
+    /// stands at the chunk's last value. DUP_FIXED only.
+    pub fn get_multiple(&mut self) -> Result<Option<(&'t [u8], &[u8])>> {
+        self.need_fixed()?;
+        self.chunk()
+    }
+
+    /// MDB_NEXT_MULTIPLE: the next chunk of the current key's values (unpositioned: the first
+    /// key's first chunk); None after the key's last chunk.
+    pub fn next_multiple(&mut self) -> Result<Option<(&'t [u8], &[u8])>> {
+        self.need_fixed()?;
+        let moved = if self.pos.is_set() {
+            self.pos.next_dup(self.src)?
+        } else {
+            self.pos.first(self.src, &self.rec)?
+        };
+        if !moved {
+            return Ok(None);
+        }
+        self.chunk()
+    }
+
+    /// MDB_PREV_MULTIPLE: the chunk before the current one, within the current key
+    /// (unpositioned: the last key's last chunk).
+    pub fn prev_multiple(&mut self) -> Result<Option<(&'t [u8], &[u8])>> {
+        self.need_fixed()?;
+        let moved = if self.pos.is_set() {
+            self.pos.chunk_start();
+            self.pos.prev_dup(self.src)?
+        } else {
+            self.pos.last(self.src, &self.rec)?
+        };
+        if !moved {
+            return Ok(None);
+        }
+        self.chunk()
+    }
+}
+
+/// An iterator over the values of one key, in value order (`.rev()` for descending order).
+pub struct DupIter<'t> {
+    src: &'t dyn PageSource,
+    front: DupPos,
+    back: DupPos,
+    left: u64,
+    started: (bool, bool),
+}
+
+impl<'t> DupIter<'t> {
+    pub(crate) fn new(
+        src: &'t dyn PageSource,
+        rec: DbRecord,
+        cmp: &KeyCmp,
+        key: &[u8],
+    ) -> Result<DupIter<'t>> {
+        let mut front = DupPos::new(&rec);
+        let (found, exact) = front.seek(src, &rec, cmp, key)?;
+        let left = if found && exact { front.count() } else { 0 };
+        let mut back = front.clone();
+        if left > 0 {
+            back.last_dup(src)?;
+        }
+        Ok(DupIter {
+            src,
+            front,
+            back,
+            left,
+            started: (false, false),
+        })
+    }
+
+    fn step(&mut self, fwd: bool) -> Result<Option<&'t [u8]>> {
+        if self.left == 0 {
+            return Ok(None);
+        }
+        let (pos, started) = if fwd {
+            (&mut self.front, &mut self.started.0)
+        } else {
+            (&mut self.back, &mut self.started.1)
+        };
+        if *started {
+            let moved = if fwd {
+                pos.next_dup(self.src)?
+            } else {
+                pos.prev_dup(self.src)?
+            };
+            if !moved {
+                return Err(crate::Error::corrupted("value count exceeds the values"));
+            }
+        }
+        *started = true;
+        self.left -= 1;
+        Ok(pos.current(self.src)?.map(|(_, v)| v))
+    }
+}
+
+impl<'t> Iterator for DupIter<'t> {
+    type Item = Result<&'t [u8]>;
+    fn next(&mut self) -> Option<Self::Item> {
+        let r = self.step(true).transpose();
+        if matches!(r, Some(Err(_))) {
+            self.left = 0;
+        }
+        r
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left as usize, Some(self.left as usize))
+    }
+}
+
+impl DoubleEndedIterator for DupIter<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        let r = self.step(false).transpose();
+        if matches!(r, Some(Err(_))) {
+            self.left = 0;
+        }
+        r
+    }
+}

@@ -1,0 +1,665 @@
+//! Sorted duplicates (DUP_SORT), model-based: random operation sequences over three DUP_SORT
+//! databases (bytewise values; DUP_FIXED | INTEGER_DUP u64 values; REVERSE_DUP values), with
+//! commits, aborts, nested transactions and reopen, compared with a
+//! `BTreeMap<key, BTreeSet<value>>` after every step; the checker runs after every commit. Then
+//! directed tests: one key growing to 100,000 values and shrinking back, the MULTIPLE
+//! operations, errors, compaction and dropping.
+#![allow(
+    clippy::host_endian_bytes,
+    reason = "INTEGER_DUP values are native integers, as in LMDB"
+)]
+
+use cairn::{Cursor, Database, DbFlags, Env, Error, PutFlags};
+use proptest::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Values are kept in the model under a sort key that orders them as the database does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Order {
+    Bytes,
+    Int,
+    Reverse,
+}
+
+impl Order {
+    fn sort_key(self, v: &[u8]) -> Vec<u8> {
+        match self {
+            Order::Bytes => v.to_vec(),
+            Order::Reverse => v.iter().rev().copied().collect(),
+            Order::Int => u64::from_ne_bytes(v.try_into().unwrap())
+                .to_be_bytes()
+                .to_vec(),
+        }
+    }
+    fn value(self, sk: &[u8]) -> Vec<u8> {
+        match self {
+            Order::Bytes => sk.to_vec(),
+            Order::Reverse => sk.iter().rev().copied().collect(),
+            Order::Int => u64::from_be_bytes(sk.try_into().unwrap())
+                .to_ne_bytes()
+                .to_vec(),
+        }
+    }
+}
+
+const ORDERS: [Order; 3] = [Order::Bytes, Order::Int, Order::Reverse];
+
+type Set = BTreeMap<Vec<u8>, BTreeSet<Vec<u8>>>;
+type Model = Vec<Set>;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Put(usize, Vec<u8>, u32, u8),
+    DelPair(usize, Vec<u8>, u32),
+    DelKey(usize, Vec<u8>),
+    Grow(usize, Vec<u8>, u32, u32),
+    Shrink(usize, Vec<u8>, u32),
+    Multiple(Vec<u8>, u32, u32),
+    Commit,
+    Abort,
+    Nested(Vec<(usize, Vec<u8>, u32, bool)>, bool),
+    Reopen,
+}
+
+fn key() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        20 => (0u32..24).prop_map(|i| format!("k{i:03}").into_bytes()),
+        1 => (0u32..3).prop_map(|i| vec![b'L' + i as u8; 1900]),
+    ]
+}
+
+/// The value numbered `n` for database `d`: short and long byte strings, or a u64.
+fn value(d: usize, n: u32) -> Vec<u8> {
+    match ORDERS[d] {
+        Order::Int => u64::from(n)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .to_ne_bytes()
+            .to_vec(),
+        _ => {
+            let len = match n % 17 {
+                0 => 300 + (n % 5) as usize * 200,
+                1..=3 => 0,
+                _ => 1 + (n % 40) as usize,
+            };
+            let mut v = format!("v{n:05}").into_bytes();
+            v.resize(len.max(6), (n % 251) as u8);
+            v.truncate(if n % 17 == 1 { 0 } else { v.len() });
+            v
+        }
+    }
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        30 => (0usize..3, key(), 0u32..400, 0u8..4).prop_map(|(d, k, v, f)| Op::Put(d, k, v, f)),
+        10 => (0usize..3, key(), 0u32..400).prop_map(|(d, k, v)| Op::DelPair(d, k, v)),
+        3 => (0usize..3, key()).prop_map(|(d, k)| Op::DelKey(d, k)),
+        2 => (0usize..3, key(), 0u32..5000, 1u32..700).prop_map(|(d, k, s, n)| Op::Grow(d, k, s, n)),
+        3 => (0usize..3, key(), 1u32..8).prop_map(|(d, k, m)| Op::Shrink(d, k, m)),
+        2 => (key(), 0u32..5000, 1u32..300).prop_map(|(k, s, n)| Op::Multiple(k, s, n)),
+        4 => Just(Op::Commit),
+        1 => Just(Op::Abort),
+        2 => (
+            proptest::collection::vec((0usize..3, key(), 0u32..400, any::<bool>()), 0..20),
+            any::<bool>()
+        )
+            .prop_map(|(v, c)| Op::Nested(v, c)),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+fn open(dir: &std::path::Path) -> (Env, Vec<Database>) {
+    let env = Env::options().max_dbs(8).open(dir).unwrap();
+    let mut w = env.write_txn().unwrap();
+    let c = DbFlags::CREATE | DbFlags::DUP_SORT;
+    let dbs = vec![
+        w.create_db(Some("bytes"), c).unwrap(),
+        w.create_db(Some("int"), c | DbFlags::DUP_FIXED | DbFlags::INTEGER_DUP)
+            .unwrap(),
+        w.create_db(Some("reverse"), c | DbFlags::REVERSE_DUP)
+            .unwrap(),
+    ];
+    w.commit().unwrap();
+    (env, dbs)
+}
+
+fn pairs(d: usize, m: &Set) -> Vec<(Vec<u8>, Vec<u8>)> {
+    m.iter()
+        .flat_map(|(k, vs)| vs.iter().map(move |sk| (k.clone(), ORDERS[d].value(sk))))
+        .collect()
+}
+
+fn owned(e: Option<(&[u8], &[u8])>) -> Option<(Vec<u8>, Vec<u8>)> {
+    e.map(|(k, v)| (k.to_vec(), v.to_vec()))
+}
+
+/// Checks the cursor operations at one key against the model.
+fn check_key(c: &mut Cursor<'_>, d: usize, k: &[u8], vs: &BTreeSet<Vec<u8>>) {
+    let o = ORDERS[d];
+    let vals: Vec<Vec<u8>> = vs.iter().map(|sk| o.value(sk)).collect();
+    let e = |v: &Vec<u8>| Some((k.to_vec(), v.clone()));
+    assert_eq!(owned(c.set(k).unwrap()), e(&vals[0]));
+    assert_eq!(c.count(), vals.len() as u64);
+    assert_eq!(owned(c.last_dup().unwrap()), e(vals.last().unwrap()));
+    assert_eq!(owned(c.next_dup().unwrap()), None);
+    assert_eq!(owned(c.current().unwrap()), e(vals.last().unwrap()));
+    if vals.len() > 1 {
+        assert_eq!(owned(c.prev_dup().unwrap()), e(&vals[vals.len() - 2]));
+    }
+    assert_eq!(owned(c.first_dup().unwrap()), e(&vals[0]));
+    assert_eq!(owned(c.prev_dup().unwrap()), None);
+    let mid = &vals[vals.len() / 2];
+    assert_eq!(owned(c.get_both(k, mid).unwrap()), e(mid));
+    // GET_BOTH_RANGE from just below a value (bytewise orders: a proper prefix sorts first).
+    if o == Order::Bytes && !mid.is_empty() {
+        let below = &mid[..mid.len() - 1];
+        let want = vs.range(below.to_vec()..).next().map(|sk| o.value(sk));
+        assert_eq!(
+            owned(c.get_both_range(k, below).unwrap()),
+            want.as_ref().and_then(e)
+        );
+        if !vs.contains(below) {
+            assert_eq!(owned(c.get_both(k, below).unwrap()), None);
+        }
+    }
+}
+
+fn verify_txn(r: &cairn::RoTxn<'_>, dbs: &[Database], model: &Model) {
+    for (d, (db, m)) in dbs.iter().zip(model).enumerate() {
+        let want = pairs(d, m);
+        let got: Vec<(Vec<u8>, Vec<u8>)> = r
+            .iter(*db)
+            .unwrap()
+            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(got.len(), want.len(), "db {d}: pair count");
+        assert!(got == want, "db {d}: pairs differ");
+        let back: Vec<(Vec<u8>, Vec<u8>)> = r
+            .iter(*db)
+            .unwrap()
+            .rev()
+            .map(|e| owned(Some(e.unwrap())).unwrap())
+            .collect();
+        assert!(back.iter().rev().eq(want.iter()), "db {d}: reverse differs");
+        assert_eq!(r.stat(*db).unwrap().entries, want.len() as u64);
+        let mut c = r.cursor(*db).unwrap();
+        for (k, vs) in m.iter().take(12) {
+            assert_eq!(r.count(*db, k).unwrap(), vs.len() as u64);
+            let first = ORDERS[d].value(vs.first().unwrap());
+            assert_eq!(r.get(*db, k).unwrap(), Some(&first[..]));
+            let fwd: Vec<Vec<u8>> = r
+                .iter_dup(*db, k)
+                .unwrap()
+                .map(|v| v.unwrap().to_vec())
+                .collect();
+            let wantv: Vec<Vec<u8>> = vs.iter().map(|sk| ORDERS[d].value(sk)).collect();
+            assert!(fwd == wantv, "db {d}: iter_dup differs");
+            let rev: Vec<Vec<u8>> = r
+                .iter_dup(*db, k)
+                .unwrap()
+                .rev()
+                .map(|v| v.unwrap().to_vec())
+                .collect();
+            assert!(
+                rev.iter().rev().eq(wantv.iter()),
+                "db {d}: iter_dup rev differs"
+            );
+            check_key(&mut c, d, k, vs);
+        }
+        // NEXT_NODUP / PREV_NODUP walk the keys.
+        let mut c = r.cursor(*db).unwrap();
+        let mut keys = Vec::new();
+        while let Some((k, _)) = c.next_nodup().unwrap() {
+            keys.push(k.to_vec());
+        }
+        assert!(keys.iter().eq(m.keys()), "db {d}: next_nodup keys");
+        let mut c = r.cursor(*db).unwrap();
+        let mut lasts = Vec::new();
+        while let Some((k, v)) = c.prev_nodup().unwrap() {
+            lasts.push((k.to_vec(), v.to_vec()));
+        }
+        let want_lasts: Vec<(Vec<u8>, Vec<u8>)> = m
+            .iter()
+            .rev()
+            .map(|(k, vs)| (k.clone(), ORDERS[d].value(vs.last().unwrap())))
+            .collect();
+        assert!(lasts == want_lasts, "db {d}: prev_nodup");
+    }
+    let rep = r.check().unwrap();
+    assert!(rep.is_ok(), "checker: {:?}", rep.problems);
+}
+
+fn verify(env: &Env, dbs: &[Database], model: &Model) {
+    verify_txn(&env.read_txn().unwrap(), dbs, model);
+}
+
+fn run(ops: Vec<Op>) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut committed: Model = vec![Set::new(); 3];
+    let mut ops = ops.into_iter();
+    loop {
+        let (env, dbs) = open(dir.path());
+        verify(&env, &dbs, &committed);
+        if !session(&env, &dbs, &mut ops, &mut committed) {
+            break;
+        }
+    }
+}
+
+/// One put through the API and the model, with put flag choice `f`.
+fn put(
+    txn: &mut cairn::RwTxn<'_>,
+    dbs: &[Database],
+    m: &mut Model,
+    d: usize,
+    k: &[u8],
+    n: u32,
+    f: u8,
+) {
+    let v = value(d, n);
+    let sk = ORDERS[d].sort_key(&v);
+    let set = m[d].get(k);
+    let exists = set.is_some_and(|s| s.contains(&sk));
+    let (flags, want) = match f {
+        1 => (
+            PutFlags::NO_DUP_DATA,
+            if exists { Err("exists") } else { Ok(()) },
+        ),
+        2 => (
+            PutFlags::NO_OVERWRITE,
+            if set.is_some() { Err("exists") } else { Ok(()) },
+        ),
+        3 => (
+            PutFlags::APPEND_DUP,
+            if set.is_some_and(|s| s.last().unwrap() >= &sk) {
+                Err("order")
+            } else {
+                Ok(())
+            },
+        ),
+        _ => (PutFlags::empty(), Ok(())),
+    };
+    let r = txn.put(dbs[d], k, &v, flags);
+    match (want, r) {
+        (Ok(()), Ok(())) => {
+            m[d].entry(k.to_vec()).or_default().insert(sk);
+        }
+        (Err("exists"), Err(Error::KeyExists)) | (Err("order"), Err(Error::AppendOrder)) => {}
+        (w, r) => panic!("put {d} flags {f}: wanted {w:?}, got {r:?}"),
+    }
+}
+
+fn del_pair(
+    txn: &mut cairn::RwTxn<'_>,
+    dbs: &[Database],
+    m: &mut Model,
+    d: usize,
+    k: &[u8],
+    v: &[u8],
+) {
+    let sk = ORDERS[d].sort_key(v);
+    let had = m[d].get_mut(k).is_some_and(|s| s.remove(&sk));
+    if m[d].get(k).is_some_and(BTreeSet::is_empty) {
+        m[d].remove(k);
+    }
+    assert_eq!(
+        txn.delete_pair(dbs[d], k, v).unwrap(),
+        had,
+        "delete_pair {d}"
+    );
+}
+
+/// Runs ops until a Reopen (returns true) or the end (false), with one write txn open.
+fn session(
+    env: &Env,
+    dbs: &[Database],
+    ops: &mut impl Iterator<Item = Op>,
+    committed: &mut Model,
+) -> bool {
+    let mut pending = committed.clone();
+    let mut txn = env.write_txn().unwrap();
+    for op in ops.by_ref() {
+        match op {
+            Op::Put(d, k, n, f) => put(&mut txn, dbs, &mut pending, d, &k, n, f),
+            Op::DelPair(d, k, n) => del_pair(&mut txn, dbs, &mut pending, d, &k, &value(d, n)),
+            Op::DelKey(d, k) => {
+                let had = pending[d].remove(&k).is_some();
+                assert_eq!(txn.delete(dbs[d], &k).unwrap(), had);
+            }
+            Op::Grow(d, k, s, n) => {
+                for i in 0..n {
+                    put(&mut txn, dbs, &mut pending, d, &k, s + i, 0);
+                }
+                assert_eq!(
+                    txn.count(dbs[d], &k).unwrap(),
+                    pending[d].get(&k).map_or(0, |s| s.len() as u64)
+                );
+            }
+            Op::Shrink(d, k, keep) => {
+                let vals: Vec<Vec<u8>> = pending[d]
+                    .get(&k)
+                    .map(|s| s.iter().map(|sk| ORDERS[d].value(sk)).collect())
+                    .unwrap_or_default();
+                for (i, v) in vals.iter().enumerate() {
+                    if !(i as u32).is_multiple_of(keep) {
+                        del_pair(&mut txn, dbs, &mut pending, d, &k, v);
+                    }
+                }
+            }
+            Op::Multiple(k, s, n) => {
+                let mut buf = Vec::new();
+                let mut added = 0;
+                let set = pending[1].entry(k.clone()).or_default();
+                for i in 0..n {
+                    let v = value(1, s + i);
+                    if set.insert(ORDERS[1].sort_key(&v)) {
+                        added += 1;
+                    }
+                    buf.extend_from_slice(&v);
+                }
+                let got = txn
+                    .put_multiple(dbs[1], &k, &buf, 8, PutFlags::empty())
+                    .unwrap();
+                assert_eq!(got, added);
+            }
+            Op::Commit => {
+                txn.commit().unwrap();
+                *committed = pending.clone();
+                verify(env, dbs, committed);
+                txn = env.write_txn().unwrap();
+            }
+            Op::Abort => {
+                txn.abort();
+                pending = committed.clone();
+                verify(env, dbs, committed);
+                txn = env.write_txn().unwrap();
+            }
+            Op::Nested(changes, keep) => {
+                let mut child = txn.nested().unwrap();
+                let mut after = pending.clone();
+                for (d, k, n, del) in changes {
+                    if del {
+                        del_pair(&mut child, dbs, &mut after, d, &k, &value(d, n));
+                    } else {
+                        put(&mut child, dbs, &mut after, d, &k, n, 0);
+                    }
+                }
+                if keep {
+                    child.commit().unwrap();
+                    pending = after;
+                } else {
+                    child.abort();
+                }
+                for (d, m) in pending.iter().enumerate() {
+                    let got: Vec<(Vec<u8>, Vec<u8>)> = txn
+                        .iter(dbs[d])
+                        .unwrap()
+                        .map(|e| owned(Some(e.unwrap())).unwrap())
+                        .collect();
+                    assert!(got == pairs(d, m), "db {d} after nested");
+                }
+            }
+            Op::Reopen => {
+                txn.commit().unwrap();
+                *committed = pending;
+                return true;
+            }
+        }
+    }
+    txn.commit().unwrap();
+    *committed = pending;
+    verify(env, dbs, committed);
+    false
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+    #[test]
+    fn matches_btreemap_of_sets(ops in proptest::collection::vec(op(), 1..200)) {
+        run(ops);
+    }
+}
+
+/// One key grows from one value to 100,000 and shrinks back, crossing every form both ways,
+/// with the other keys' values intact and the checker passing at every milestone.
+#[test]
+fn one_key_grows_and_shrinks() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::open(dir.path()).unwrap();
+    let mut w = env.write_txn().unwrap();
+    let db = w
+        .create_db(Some("m"), DbFlags::CREATE | DbFlags::DUP_SORT)
+        .unwrap();
+    for k in [&b"a"[..], b"c"] {
+        w.put(db, k, b"x", PutFlags::empty()).unwrap();
+    }
+    w.commit().unwrap();
+    let n = 100_000u32;
+    let val = |i: u32| format!("{:08}", i.wrapping_mul(2_654_435_761) % 1_000_000_007).into_bytes();
+    let milestones = [1, 2, 10, 40, 100, 300, 1000, 10_000, 100_000];
+    let mut have = 0;
+    for &m in &milestones {
+        let mut w = env.write_txn().unwrap();
+        for i in have..m {
+            w.put(db, b"b", &val(i), PutFlags::NO_DUP_DATA).unwrap();
+        }
+        have = m;
+        w.commit().unwrap();
+        let r = env.read_txn().unwrap();
+        assert_eq!(r.count(db, b"b").unwrap(), u64::from(m));
+        assert_eq!(r.stat(db).unwrap().entries, u64::from(m) + 2);
+        let rep = r.check().unwrap();
+        assert!(rep.is_ok(), "{m}: {:?}", rep.problems);
+    }
+    {
+        let r = env.read_txn().unwrap();
+        let got: Vec<&[u8]> = r.iter_dup(db, b"b").unwrap().map(Result::unwrap).collect();
+        assert_eq!(got.len(), n as usize);
+        assert!(got.windows(2).all(|p| p[0] < p[1]));
+        assert!(r.stat(db).unwrap().leaf_pages > 100);
+    }
+    // Shrink back through the same milestones, deleting pairs in value order from the middle.
+    let mut all: Vec<Vec<u8>> = (0..n).map(val).collect();
+    all.sort();
+    for &m in milestones.iter().rev().skip(1) {
+        let mut w = env.write_txn().unwrap();
+        while all.len() > m as usize {
+            let v = all.remove(all.len() / 2);
+            assert!(w.delete_pair(db, b"b", &v).unwrap());
+        }
+        w.commit().unwrap();
+        let r = env.read_txn().unwrap();
+        assert_eq!(r.count(db, b"b").unwrap(), u64::from(m));
+        let got: Vec<Vec<u8>> = r
+            .iter_dup(db, b"b")
+            .unwrap()
+            .map(|v| v.unwrap().to_vec())
+            .collect();
+        assert!(got == all);
+        let rep = r.check().unwrap();
+        assert!(rep.is_ok(), "{m}: {:?}", rep.problems);
+    }
+    let r = env.read_txn().unwrap();
+    let st = r.stat(db).unwrap();
+    assert_eq!((st.entries, st.leaf_pages, st.branch_pages), (3, 1, 0));
+    assert_eq!(r.get(db, b"b").unwrap(), Some(&all[0][..]));
+}
+
+/// GET_MULTIPLE / NEXT_MULTIPLE / PREV_MULTIPLE over inline sets and sub-tree leaves.
+#[test]
+fn multiple_ops() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::open(dir.path()).unwrap();
+    let mut w = env.write_txn().unwrap();
+    let f = DbFlags::CREATE | DbFlags::DUP_SORT | DbFlags::DUP_FIXED | DbFlags::INTEGER_DUP;
+    let db = w.create_db(Some("fixed"), f).unwrap();
+    let mut buf = Vec::new();
+    for i in (0..5000u32).rev() {
+        buf.extend_from_slice(&i.to_ne_bytes());
+    }
+    assert_eq!(
+        w.put_multiple(db, b"big", &buf, 4, PutFlags::empty())
+            .unwrap(),
+        5000
+    );
+    w.put_multiple(db, b"small", &buf[..12], 4, PutFlags::empty())
+        .unwrap();
+    assert!(matches!(
+        w.put(db, b"big", &7u64.to_ne_bytes(), PutFlags::empty()),
+        Err(Error::BadValueSize {
+            len: 8,
+            expected: 4
+        })
+    ));
+    w.commit().unwrap();
+    let r = env.read_txn().unwrap();
+    let decode = |b: &[u8]| -> Vec<u32> {
+        b.chunks(4)
+            .map(|c| u32::from_ne_bytes(c.try_into().unwrap()))
+            .collect()
+    };
+    let mut c = r.cursor(db).unwrap();
+    c.set(b"big").unwrap();
+    let mut seen = Vec::new();
+    let (k, first) = c.get_multiple().unwrap().unwrap();
+    assert_eq!(k, b"big");
+    seen.extend(decode(first));
+    let mut chunks = 1;
+    while let Some((_, vals)) = c.next_multiple().unwrap() {
+        seen.extend(decode(vals));
+        chunks += 1;
+    }
+    assert_eq!(seen, (0..5000).collect::<Vec<u32>>());
+    assert!(chunks > 5, "{chunks} chunks");
+    let mut back = Vec::new();
+    while let Some((_, vals)) = c.prev_multiple().unwrap() {
+        back.push(decode(vals));
+    }
+    assert_eq!(back.len(), chunks - 1);
+    let mut c = r.cursor(db).unwrap();
+    c.set(b"small").unwrap();
+    assert_eq!(
+        decode(c.get_multiple().unwrap().unwrap().1),
+        vec![4997, 4998, 4999]
+    );
+    assert!(c.next_multiple().unwrap().is_none());
+    // MULTIPLE needs DUP_FIXED.
+    let plain = env.main_db();
+    assert!(matches!(
+        r.cursor(plain).unwrap().get_multiple(),
+        Err(Error::Invalid(_))
+    ));
+}
+
+#[test]
+fn errors_and_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::open(dir.path()).unwrap();
+    let mut w = env.write_txn().unwrap();
+    assert!(matches!(
+        w.create_db(Some("x"), DbFlags::CREATE | DbFlags::DUP_FIXED),
+        Err(Error::Invalid(_))
+    ));
+    let db = w
+        .create_db(Some("d"), DbFlags::CREATE | DbFlags::DUP_SORT)
+        .unwrap();
+    let max = env.max_key_size();
+    assert!(matches!(
+        w.put(db, b"k", &vec![1u8; max + 1], PutFlags::empty()),
+        Err(Error::ValueTooLarge { .. })
+    ));
+    assert!(matches!(
+        w.put(db, &vec![1u8; max], b"v", PutFlags::empty()),
+        Err(Error::KeyTooLarge { .. })
+    ));
+    // The largest value and a large key still work in every form.
+    let big = vec![9u8; max];
+    let key = vec![b'K'; max - 100];
+    w.put(db, &key, &big, PutFlags::empty()).unwrap();
+    w.put(db, &key, b"small", PutFlags::empty()).unwrap();
+    assert_eq!(w.count(db, &key).unwrap(), 2);
+    assert!(w.delete_pair(db, &key, &big).unwrap());
+    assert_eq!(w.get(db, &key).unwrap(), Some(&b"small"[..]));
+    assert!(matches!(
+        w.put_reserve(db, b"r", 4, PutFlags::empty()),
+        Err(Error::Invalid(_))
+    ));
+    w.put(db, b"k", b"m", PutFlags::empty()).unwrap();
+    w.put(db, b"k", b"m", PutFlags::empty()).unwrap();
+    assert!(matches!(
+        w.put(db, b"k", b"m", PutFlags::NO_DUP_DATA),
+        Err(Error::KeyExists)
+    ));
+    assert!(matches!(
+        w.put(db, b"k", b"a", PutFlags::APPEND_DUP),
+        Err(Error::AppendOrder)
+    ));
+    w.put(db, b"k", b"z", PutFlags::APPEND_DUP).unwrap();
+    assert!(matches!(
+        w.put(db, b"k", b"q", PutFlags::NO_OVERWRITE),
+        Err(Error::KeyExists)
+    ));
+    assert_eq!(w.count(db, b"k").unwrap(), 2);
+    let int = w
+        .create_db(
+            Some("i"),
+            DbFlags::CREATE | DbFlags::DUP_SORT | DbFlags::INTEGER_DUP,
+        )
+        .unwrap();
+    assert!(matches!(
+        w.put(int, b"k", b"abc", PutFlags::empty()),
+        Err(Error::BadValueSize { .. })
+    ));
+    w.commit().unwrap();
+    let r = env.read_txn().unwrap();
+    assert!(r.check().unwrap().is_ok());
+}
+
+/// Compaction keeps every pair; clearing a database frees its sub-trees (the checker finds
+/// every page either used or free).
+#[test]
+fn compact_copy_and_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::open(dir.path()).unwrap();
+    let mut w = env.write_txn().unwrap();
+    let db = w
+        .create_db(Some("d"), DbFlags::CREATE | DbFlags::DUP_SORT)
+        .unwrap();
+    let mut want = Vec::new();
+    for k in 0..50u32 {
+        for v in 0..(k * k) {
+            let (k, v) = (format!("key{k:03}"), format!("val{v:06}"));
+            w.put(db, k.as_bytes(), v.as_bytes(), PutFlags::empty())
+                .unwrap();
+            want.push((k.into_bytes(), v.into_bytes()));
+        }
+    }
+    w.commit().unwrap();
+    let out = dir.path().join("compact.cairn");
+    env.copy_to(&out, true).unwrap();
+    let env2 = Env::options().no_subdir(true).open(&out).unwrap();
+    let r = env2.read_txn().unwrap();
+    let db2 = r.open_db(Some("d")).unwrap();
+    let got: Vec<(Vec<u8>, Vec<u8>)> = r
+        .iter(db2)
+        .unwrap()
+        .map(|e| owned(Some(e.unwrap())).unwrap())
+        .collect();
+    assert!(got == want);
+    assert!(r.check().unwrap().is_ok());
+    let before = env.read_txn().unwrap().stat(db).unwrap();
+    let after = r.stat(db2).unwrap();
+    assert!(
+        after.leaf_pages <= before.leaf_pages,
+        "{after:?} vs {before:?}"
+    );
+    drop(r);
+    let mut w = env.write_txn().unwrap();
+    w.drop_db(db).unwrap();
+    w.commit().unwrap();
+    let r = env.read_txn().unwrap();
+    let rep = r.check().unwrap();
+    assert!(rep.is_ok(), "{:?}", rep.problems);
+    assert_eq!(rep.databases, 0);
+}
