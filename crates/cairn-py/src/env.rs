@@ -385,6 +385,27 @@ impl Environment {
         Ok(h)
     }
 
+    /// The names of the named databases, sorted (as `txn` sees them, else a new snapshot).
+    #[pyo3(signature = (txn=None))]
+    fn dbs<'py>(
+        &self,
+        py: Python<'py>,
+        txn: Option<Bound<'_, Transaction>>,
+    ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        let names = match txn {
+            Some(t) => t.get().db_names()?,
+            None => {
+                let core = self.core()?;
+                let r = core.env.read_txn().map_err(errors::map)?;
+                r.db_names().map_err(errors::map)?
+            }
+        };
+        Ok(names
+            .iter()
+            .map(|n| PyBytes::new(py, n.as_bytes()))
+            .collect())
+    }
+
     /// Statistics of the main database (psize, depth, branch_pages, leaf_pages,
     /// overflow_pages, entries).
     fn stat<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {

@@ -136,6 +136,19 @@ impl Transaction {
             .map_err(errors::map)
     }
 
+    pub(crate) fn db_names(&self) -> PyResult<Vec<String>> {
+        let g = self.state()?;
+        let st = g.as_ref().expect("checked");
+        match st.kind.as_ref() {
+            Some(Kind::Ro(t)) => t.db_names(),
+            _ => match st.rw_ref() {
+                Some(t) => t.db_names(),
+                None => return Err(closed()),
+            },
+        }
+        .map_err(errors::map)
+    }
+
     pub(crate) fn copy_to(&self, py: Python<'_>, dest: &Path, compact: bool) -> PyResult<()> {
         let shared = self.shared.clone();
         let (depth, token) = (self.depth, self.token);

@@ -239,6 +239,18 @@ def test_open_db(env):
         env.open_db("str-name")
 
 
+def test_dbs(env):
+    assert env.dbs() == []
+    env.open_db(b"b")
+    env.open_db(b"a")
+    assert env.dbs() == [b"a", b"b"]
+    r = env.begin()
+    with env.begin(write=True) as t:
+        env.open_db(b"c", txn=t)
+    assert env.dbs() == [b"a", b"b", b"c"]
+    assert env.dbs(txn=r) == [b"a", b"b"]
+
+
 def test_open_db_needs_max_dbs(tmp_path):
     with cairn.open(str(tmp_path / "nodbs")) as env:
         with pytest.raises(cairn.DbsFullError):
@@ -331,3 +343,44 @@ def test_docstrings():
         for m in dir(cls):
             if not m.startswith("_"):
                 assert getattr(cls, m).__doc__, f"{cls.__name__}.{m}"
+
+
+def _progress_during(fn, tmp_path):
+    """How many times another Python thread ran while `fn` ran (0 if `fn` held the GIL)."""
+    ticks = [0]
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            ticks[0] += 1
+
+    th = threading.Thread(target=spin)
+    th.start()
+    try:
+        while ticks[0] == 0:
+            pass
+        before = ticks[0]
+        fn()
+        return ticks[0] - before
+    finally:
+        stop.set()
+        th.join()
+
+
+def test_gil_released_during_commit_and_copy(tmp_path):
+    import sys
+
+    sys.setswitchinterval(1.0)  # the spinning thread runs only where the GIL is released
+    try:
+        with cairn.open(str(tmp_path / "gil")) as env:
+            t = env.begin(write=True)
+            for i in range(100000):
+                t.put(b"%08d" % i, b"x" * 200)
+            assert _progress_during(t.commit, tmp_path) > 0
+            dest = tmp_path / "gilcopy"
+            dest.mkdir()
+            assert _progress_during(lambda: env.copy(str(dest), compact=True), tmp_path) > 0
+            # A call that holds the GIL shows no progress: the measure can fail.
+            assert _progress_during(lambda: sum(range(2_000_000)), tmp_path) == 0
+    finally:
+        sys.setswitchinterval(0.005)
