@@ -250,3 +250,225 @@ pub fn fault_of(b: u8) -> Fault {
         _ => Fault::SyncError,
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The fuzz targets' logic, shared with tests/fuzz_replay.rs so CI runs a short version.
+
+/// A small but complete database image: named databases, a branch level, overflow values, a
+/// free tree. The base that target `open_walk`'s edit scripts damage.
+pub fn base_image() -> &'static [u8] {
+    static IMG: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    IMG.get_or_init(|| {
+        let sim = Arc::new(SimStorage::new(64 << 20).expect("sim"));
+        let env = Env::with_storage(sim.clone(), Env::options().max_dbs(4)).expect("env");
+        let mut w = env.write_txn().expect("txn");
+        let main = env.main_db();
+        let side = w
+            .create_db(Some("side"), cairn::DbFlags::CREATE)
+            .expect("db");
+        for i in 0..400u32 {
+            let v = vec![i as u8; if i % 97 == 5 { 6000 } else { 30 }];
+            w.put(main, format!("key{i:04}").as_bytes(), &v, PutFlags::empty())
+                .expect("put");
+            w.put(side, &i.to_be_bytes(), b"side", PutFlags::empty())
+                .expect("put");
+        }
+        w.commit().expect("commit");
+        let mut w = env.write_txn().expect("txn");
+        for i in (0..400u32).step_by(3) {
+            w.delete(main, format!("key{i:04}").as_bytes())
+                .expect("del");
+        }
+        w.commit().expect("commit");
+        drop(env);
+        sim.image()
+    })
+}
+
+/// Target `open_walk`: an input starting with Cairn's magic is a whole data file; any other is
+/// an edit script over [`base_image`]: 5-byte edits (u32 offset, byte), and if the first byte
+/// is odd every page is sealed again afterwards, so the damage passes the checksums and meets
+/// the bounds checks. The file is opened through the file system, read every way and written.
+pub fn open_walk(data: &[u8]) {
+    let img = if data.starts_with(&cairn::format::MAGIC) {
+        data.to_vec()
+    } else {
+        let mut img = base_image().to_vec();
+        let ps = 4096;
+        for e in data.get(1..).unwrap_or(&[]).chunks_exact(5) {
+            let at = u32::from_le_bytes([e[0], e[1], e[2], e[3]]) as usize % img.len();
+            img[at] = e[4];
+        }
+        if data.first().is_some_and(|b| b & 1 == 1) {
+            for (pg, page) in img.chunks_exact_mut(ps).enumerate().skip(1) {
+                let id = cairn::format::page_id(page).expect("page header");
+                if id.kind == cairn::format::KIND_OVERFLOW && id.span != 1 {
+                    continue;
+                }
+                cairn::format::seal_page(page, pg as u64, id.txnid);
+            }
+            for s in 0..cairn::format::META_SLOTS {
+                cairn::format::seal_meta(&mut img[s * 512..(s + 1) * 512]);
+            }
+        }
+        img
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("data.cairn"), &img).expect("write");
+    let env = match Env::options().max_dbs(16).open(dir.path()) {
+        Ok(e) => e,
+        Err(e) => {
+            check_err(e, "open");
+            return;
+        }
+    };
+    let sound = read_everything(&env).is_ok();
+    match write_some(&env) {
+        Ok(()) => {
+            let again = read_everything(&env);
+            if sound {
+                again.unwrap_or_else(|e| panic!("sound file broken by a write: {e}"));
+            }
+        }
+        Err(e) => {
+            check_err(e, "write");
+        }
+    }
+}
+
+/// Target `decode_pages`: every decoder of `cairn::format` over arbitrary bytes, as a meta
+/// slot, a page of each kind at the page size the first byte picks, a database record.
+pub fn decode_pages(data: &[u8]) {
+    use cairn::format::{self as f, KeyCmp};
+    let _ = f::Meta::decode(data);
+    let _ = f::has_magic(data);
+    let _ = f::DbRecord::decode(data.get(..f::DB_RECORD).unwrap_or(data));
+    let ps = [4096usize, 8192, 16384, 65536][usize::from(data.first().copied().unwrap_or(0) % 4)];
+    let mut page = vec![0u8; ps];
+    let n = data.len().min(ps);
+    page[..n].copy_from_slice(&data[..n]);
+    for b in [&page[..], data] {
+        let _ = f::page_id(b);
+        let _ = f::verify_page(b, 1, None);
+        let _ = f::read_list_page(b);
+        let _ = f::overflow_value(b, 1, data.len());
+        if let Ok(p) = f::Page::new(b, 1) {
+            let _ = p.used_bytes();
+            let _ = p.check_hints();
+            for i in 0..p.nkeys() + 1 {
+                let _ = p.node(i);
+                let _ = p.child(i);
+                let _ = p.value_range(i);
+            }
+            for key in [&b""[..], b"key0100", &data[..data.len().min(40)]] {
+                for cmp in [KeyCmp::Bytes, KeyCmp::Reverse, KeyCmp::Integer] {
+                    let _ = p.lower_bound(key, &cmp, 0);
+                    let _ = p.child_index(key, &cmp);
+                }
+            }
+        }
+    }
+}
+
+/// Target `ops_model`: operation sequences against a BTreeMap model over the simulator, with
+/// I/O errors injected (disk full, EIO on write, EIO on flush). An error comes back for what
+/// failed; nothing committed is lost; a poisoned environment, reopened, holds either the last
+/// committed state or the one whose commit failed after its record was written; reads never
+/// differ from the model.
+pub fn ops_model(data: &[u8]) {
+    let mut sim = Arc::new(SimStorage::new(64 << 20).expect("sim"));
+    let mut env = Env::with_storage(sim.clone(), Env::options()).expect("env");
+    let mut committed = Table::new();
+    let mut i = 0;
+    let byte = |i: &mut usize| {
+        let b = data.get(*i).copied().unwrap_or(0);
+        *i += 1;
+        b
+    };
+    while i < data.len() {
+        // One write transaction of up to 16 operations.
+        let mut pending = committed.clone();
+        let mut failed = false;
+        let mut w = match env.write_txn() {
+            Ok(w) => w,
+            Err(e) => panic!("write_txn on a healthy environment: {e}"),
+        };
+        let db = env.main_db();
+        let ops = 1 + byte(&mut i) % 16;
+        let mut commit = true;
+        for _ in 0..ops {
+            let op = byte(&mut i);
+            let k = format!("k{:03}", byte(&mut i) % 200).into_bytes();
+            let r = match op % 8 {
+                0..=3 => {
+                    let len = if op & 0x80 != 0 {
+                        5000 + usize::from(byte(&mut i)) * 40
+                    } else {
+                        usize::from(byte(&mut i))
+                    };
+                    let v = vec![op; len];
+                    pending.insert(k.clone(), v.clone());
+                    w.put(db, &k, &v, PutFlags::empty())
+                }
+                4 | 5 => {
+                    pending.remove(&k);
+                    w.delete(db, &k).map(|_| ())
+                }
+                6 => {
+                    sim.inject(fault_of(byte(&mut i)), u64::from(byte(&mut i) % 8));
+                    Ok(())
+                }
+                _ => {
+                    commit = op & 0x10 != 0;
+                    break;
+                }
+            };
+            if let Err(e) = r {
+                assert!(
+                    matches!(e, Error::Io { .. } | Error::MapFull { .. }),
+                    "operation error {e:?}"
+                );
+                failed = true;
+                break;
+            }
+        }
+        if failed || !commit {
+            drop(w);
+        } else {
+            match w.commit() {
+                Ok(()) => committed = pending.clone(),
+                Err(Error::Io { .. }) | Err(Error::MapFull { .. }) => failed = true,
+                Err(e) => panic!("commit error {e:?}"),
+            }
+        }
+        sim.heal();
+        // Reads see exactly the committed state, or (poisoned) a reopen decides.
+        let seen = match env.read_txn() {
+            Ok(_) => Some(read_main(&env)),
+            Err(Error::Poisoned) => None,
+            Err(e) => panic!("read_txn: {e:?}"),
+        };
+        match seen {
+            Some(t) => assert!(t == committed, "reads differ from the committed state"),
+            None => {
+                assert!(failed, "poisoned without a failure");
+                drop(env);
+                sim = Arc::new(SimStorage::from_image(&sim.image(), 64 << 20).expect("sim"));
+                env = Env::with_storage(sim.clone(), Env::options()).expect("reopen");
+                let t = read_main(&env);
+                assert!(
+                    t == committed || t == pending,
+                    "after a failed commit the file holds neither state"
+                );
+                committed = t;
+            }
+        }
+    }
+    let r = env.read_txn().expect("read");
+    let rep = r.check().expect("check");
+    assert!(rep.is_ok(), "checker: {:?}", rep.problems);
+}
+
+fn read_main(env: &Env) -> Table {
+    read_everything(env).expect("sound database")[""].clone()
+}
