@@ -2,7 +2,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR := never
 
-.PHONY: demo test test-rust test-cli test-py py-venv bench-py lmdb-utils lint bench bench-full torture doc
+.PHONY: demo test test-rust test-cli test-py py-venv bench-py lmdb-utils lint bench bench-full torture doc fuzz miri
 
 demo:
 	$(CARGO) run --release -p cairn --example demo
@@ -62,3 +62,18 @@ bench-full:
 
 torture:
 	CAIRN_CRASHES=$${CAIRN_CRASHES:-100000} $(CARGO) test -p cairn --release --test crash -- --nocapture
+
+# Fuzzing (long; not part of `make test`, which replays fuzz/regressions and a few thousand
+# random inputs through tests/fuzz_replay.rs). Installs nightly and cargo-fuzz if missing and
+# runs each target for FUZZ_SECONDS. A crash lands in fuzz/artifacts/<target>/: copy it into
+# fuzz/regressions/<target>/ so `make test` replays it for good.
+FUZZ_SECONDS ?= 300
+FUZZ_TARGETS ?= open_walk decode_pages ops_model
+fuzz:
+	@rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	cd fuzz && for t in $(FUZZ_TARGETS); do \
+	  mkdir -p corpus/$$t && cp regressions/$$t/* corpus/$$t/ 2>/dev/null; \
+	  $(CARGO) +nightly fuzz run --sanitizer none $$t corpus/$$t -- \
+	    -max_total_time=$(FUZZ_SECONDS) -timeout=30 -rss_limit_mb=4096 || exit 1; \
+	done

@@ -200,29 +200,6 @@ pub fn open_image(image: &[u8]) -> Result<(Env, Arc<SimStorage>), Error> {
     Ok((env, sim))
 }
 
-/// Opens a data file image, reads everything, then (if asked) writes and reads again: the walk
-/// of fuzz target `open_walk`. Returns the contents of the first read.
-pub fn walk_image(image: &[u8], write: bool) -> Result<Tables, Error> {
-    let (env, _sim) = open_image(image).map_err(|e| check_err(e, "open"))?;
-    let first = read_everything(&env);
-    if write {
-        let sound = first.is_ok();
-        match write_some(&env) {
-            Ok(()) => {
-                let again = read_everything(&env);
-                if sound {
-                    // A sound file written to through the API stays sound.
-                    again.unwrap_or_else(|e| panic!("sound file broken by a write: {e}"));
-                }
-            }
-            Err(e) => {
-                check_err(e, "write");
-            }
-        }
-    }
-    first
-}
-
 /// A tiny deterministic generator for tests (splitmix64).
 #[derive(Clone, Debug)]
 pub struct Rng(pub u64);
@@ -322,10 +299,15 @@ pub fn open_walk(data: &[u8]) {
             return;
         }
     };
-    let sound = read_everything(&env).is_ok();
-    match write_some(&env) {
+    read_write_read(&env);
+}
+
+/// Reads everything, writes, reads again: a sound file must stay sound.
+pub fn read_write_read(env: &Env) {
+    let sound = read_everything(env).is_ok();
+    match write_some(env) {
         Ok(()) => {
-            let again = read_everything(&env);
+            let again = read_everything(env);
             if sound {
                 again.unwrap_or_else(|e| panic!("sound file broken by a write: {e}"));
             }
