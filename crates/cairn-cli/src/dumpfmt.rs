@@ -21,8 +21,9 @@
 //! - What [`write_item`] writes, [`Reader`] reads back byte for byte, in both forms.
 //! - Every parse error carries the 1-based line number where the input went wrong; the
 //!   reader never guesses past an error (no resynchronisation).
-//! - A backslash is written as two backslashes in print form (the escape `mdb_load` and
-//!   Berkeley DB's loader both read), so a key holding `\` followed by hex digits round-trips.
+//! - A backslash is written as `\5c` in print form. Readers take `\\` too, but LMDB 0.9's
+//!   `mdb_load` decodes `\\` wrongly once an earlier escape on the line has shortened it (it
+//!   skips the output byte instead of writing a backslash), while every loader reads `\5c`.
 
 use std::io::{self, BufRead, Write};
 
@@ -44,7 +45,7 @@ pub const DUPSORT: u32 = 0x04;
 pub enum Format {
     /// Two lowercase hex digits per byte.
     Bytevalue,
-    /// Printable ASCII as is, `\\` for a backslash, `\hh` for any other byte.
+    /// Printable ASCII but the backslash as is, `\hh` for any other byte.
     Print,
 }
 
@@ -145,9 +146,7 @@ pub fn encode_item(out: &mut Vec<u8>, format: Format, bytes: &[u8], plain: bool)
         }
         Format::Print => {
             for &b in bytes {
-                if b == b'\\' {
-                    out.extend_from_slice(b"\\\\");
-                } else if (0x20..0x7f).contains(&b) {
+                if (0x20..0x7f).contains(&b) && b != b'\\' {
                     out.push(b);
                 } else {
                     out.push(b'\\');
@@ -585,7 +584,7 @@ mod tests {
         assert!(decode_print(b"a\\zz").is_err());
         let mut out = Vec::new();
         encode_item(&mut out, Format::Print, b"a\\b\n\x7f~ ", true);
-        assert_eq!(out, b"a\\\\b\\0a\\7f~ \n");
+        assert_eq!(out, b"a\\5cb\\0a\\7f~ \n");
     }
 
     #[test]

@@ -5,9 +5,9 @@
 //! - All or nothing: the whole input is loaded in one write transaction, committed only after
 //!   the last line parsed and every record went in. Malformed input is reported with its line
 //!   and leaves the environment as it was; an environment this command created is removed again.
-//! - Every database gets the flags its header gives (LMDB 0.9's `mdb_load` drops the first
-//!   database's); a database that already exists with other flags is an error, not a silent
-//!   reinterpretation of the data.
+//! - Every database gets the flags its header gives (some LMDB 0.9 releases' `mdb_load` drop
+//!   the first database's); a database that already exists with other flags is an error, not a
+//!   silent reinterpretation of the data.
 //! - Sorted input is appended (pages filled, not split): every block starts in append mode and
 //!   falls back to ordinary inserts at its first out-of-order key. With -a the input must be
 //!   sorted, and the first key out of order is an error.

@@ -12,27 +12,10 @@ fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
 }
 
-/// One database: flags (none, reversekey or integerkey) and random records.
-fn db_strategy() -> impl Strategy<Value = Db> {
-    prop_oneof![Just(0u32), Just(0x02), Just(0x08)].prop_flat_map(|flags| {
-        let key = if flags == 0x08 {
-            any::<u64>().prop_map(|k| k.to_le_bytes().to_vec()).boxed()
-        } else {
-            proptest::collection::vec(any::<u8>(), 0..64).boxed()
-        };
-        // Mostly small values, some past a page (overflow pages).
-        let val = prop_oneof![
-            8 => proptest::collection::vec(any::<u8>(), 0..200),
-            1 => proptest::collection::vec(any::<u8>(), 4000..9000),
-        ];
-        (Just(flags), proptest::collection::vec((key, val), 0..150))
-    })
-}
-
 fn contents_strategy() -> impl Strategy<Value = Contents> {
     (
-        db_strategy(),
-        proptest::collection::btree_map("[a-z][a-z0-9 _.=-]{0,12}", db_strategy(), 0..4),
+        db_strategy(0),
+        proptest::collection::btree_map("[a-z][a-z0-9 _.=-]{0,12}", db_strategy(0), 0..4),
     )
         .prop_map(|(main, named)| {
             let mut c = Contents::new();
@@ -110,7 +93,7 @@ fn header_is_mdb_dumps() {
 
 #[test]
 fn first_database_keeps_its_flags() {
-    // LMDB 0.9's mdb_load creates the first database of a dump without its flags.
+    // Some LMDB 0.9 releases' mdb_load create the first database of a dump without its flags.
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("src");
     build(&src, &sample());

@@ -163,3 +163,22 @@ pub fn normalize(flags: u32, recs: &[(Vec<u8>, Vec<u8>)]) -> Vec<(Vec<u8>, Vec<u
     }
     m.into_values().collect()
 }
+
+/// One random database: flags (none, reversekey or integerkey) and up to 150 records with keys
+/// of at least `min_key` bytes (LMDB refuses empty keys) and values of any size, some past a
+/// page (overflow pages).
+pub fn db_strategy(min_key: usize) -> impl proptest::strategy::Strategy<Value = Db> {
+    use proptest::prelude::*;
+    prop_oneof![Just(0u32), Just(0x02), Just(0x08)].prop_flat_map(move |flags| {
+        let key = if flags == 0x08 {
+            any::<u64>().prop_map(|k| k.to_le_bytes().to_vec()).boxed()
+        } else {
+            proptest::collection::vec(any::<u8>(), min_key..64).boxed()
+        };
+        let val = prop_oneof![
+            8 => proptest::collection::vec(any::<u8>(), 0..200),
+            1 => proptest::collection::vec(any::<u8>(), 4000..9000),
+        ];
+        (Just(flags), proptest::collection::vec((key, val), 0..150))
+    })
+}
