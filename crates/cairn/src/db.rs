@@ -187,7 +187,7 @@ fn free_tree_level<W: PageWriter + ?Sized>(w: &mut W, rec: &DbRecord, top: bool)
                     if !top {
                         return Err(Error::corrupted("sub-tree inside a sub-tree"));
                     }
-                    subtrees.push(DbRecord::decode(n.val)?);
+                    subtrees.push(DbRecord::decode_sub(n.val)?);
                 } else if n.is_big() {
                     overflow.push((
                         format::decode_u64(n.val)?,

@@ -47,6 +47,8 @@ pub const MAX_TREE_DEPTH: u16 = 32;
 /// Database flags that may be stored in a record (LMDB's REVERSEKEY, DUPSORT, INTEGERKEY,
 /// DUPFIXED, INTEGERDUP, REVERSEDUP).
 pub const DB_RECORD_FLAGS: u16 = 0x7e;
+/// The DUPSORT bit of a database record's flags.
+const DB_DUPSORT: u16 = 0x04;
 
 // Page header offsets.
 const H_CHECKSUM: usize = 0;
@@ -297,9 +299,13 @@ impl DbRecord {
         let shape_ok = if r.root == 0 {
             r.depth == 0 && r.entries == 0 && pages == Some(0) && r.overflow_pages == 0
         } else {
+            // A DUPSORT record's page counts include its sub-trees' pages, so a one-leaf
+            // main tree may count branch pages of its sub-trees.
+            let dupsort = r.flags & DB_DUPSORT != 0;
             r.depth >= 1
                 && r.leaf_pages >= 1
-                && (r.depth == 1) == (r.branch_pages == 0)
+                && (r.depth == 1 || r.branch_pages > 0)
+                && (dupsort || r.depth > 1 || r.branch_pages == 0)
                 && pages.is_some_and(|p| p >= u64::from(r.depth))
         };
         if !shape_ok {
@@ -308,6 +314,29 @@ impl DbRecord {
                 r.root, r.depth, r.entries, r.branch_pages, r.leaf_pages, r.overflow_pages
             ));
         }
+        Ok(r)
+    }
+
+    /// Decodes the record of a sorted-duplicates sub-tree (an NF_SUBTREE node's value area):
+    /// checked as any record, but its `flags` field holds the DUPFIXED value size, and the
+    /// tree is never empty and has no overflow pages.
+    pub fn decode_sub(b: &[u8]) -> Result<DbRecord> {
+        let mut plain = [0u8; DB_RECORD];
+        if b.len() != DB_RECORD {
+            return Err(Error::corrupted(format!(
+                "sub-tree record of {} bytes",
+                b.len()
+            )));
+        }
+        plain.copy_from_slice(b);
+        put_u16(&mut plain, 42, 0);
+        let mut r = DbRecord::decode(&plain)?;
+        if r.root == 0 || r.overflow_pages != 0 {
+            return Err(Error::corrupted(
+                "sub-tree record: empty, or with overflow pages",
+            ));
+        }
+        r.flags = get_u16(b, 42);
         Ok(r)
     }
 
@@ -899,8 +928,8 @@ impl<'a> Page<'a> {
     }
 
     /// Node `i` (< nkeys), bounds-checked: it lies in the node area, its flags are known and
-    /// fit the page's kind. The sorted-duplicate flags are reserved: until this build writes
-    /// them, a node carrying them is corrupt.
+    /// fit the page's kind (a leaf node carries at most one of BIG, SUBTREE and DUPS; a
+    /// SUBTREE node's value area is one sub-tree record).
     #[inline]
     pub fn node(&self, i: usize) -> Result<Node<'a>> {
         if i >= self.nkeys {
@@ -912,12 +941,19 @@ impl<'a> Page<'a> {
             return Err(self.bad("node offset"));
         }
         let flags = b[off];
-        let allowed = if self.is_leaf() { NF_BIG } else { 0 };
-        if flags & !allowed != 0 {
+        let allowed = if self.is_leaf() {
+            NF_BIG | NF_SUBTREE | NF_DUPS
+        } else {
+            0
+        };
+        if flags & !allowed != 0 || !flags.is_power_of_two() && flags != 0 {
             return Err(self.bad(&format!("node flags {flags:#x}")));
         }
         let klen = get_u16(b, off + 1) as usize;
         let vlen = get_u32(b, off + 3);
+        if flags == NF_SUBTREE && vlen as usize != SUBTREE_REC {
+            return Err(self.bad("sub-tree node without a sub-tree record"));
+        }
         let stored = if flags & NF_BIG != 0 || !self.is_leaf() {
             OVERFLOW_REF
         } else {

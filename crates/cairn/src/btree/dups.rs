@@ -81,7 +81,7 @@ pub fn form<'a, S: PageSource + ?Sized>(src: &'a S, n: &Node<'a>, fixed: bool) -
     if n.flags & NF_DUPS != 0 {
         Ok(Form::Inline(DupSet::new(n.val, fixed)?))
     } else if n.flags & NF_SUBTREE != 0 {
-        let r = DbRecord::decode(n.val)?;
+        let r = DbRecord::decode_sub(n.val)?;
         if r.root == 0 || r.depth == 0 || r.depth as usize > MAX_DEPTH {
             return Err(Error::corrupted(
                 "empty or too deep sorted-duplicates sub-tree",
