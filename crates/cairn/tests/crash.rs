@@ -1,5 +1,6 @@
 //! Simulated power losses through the fault-injecting storage. Each case runs random
-//! transactions (small and overflow values, deletes, several databases), then cuts the power
+//! transactions (small and overflow values, deletes, several databases, one of them DUP_SORT
+//! with keys growing into sub-trees and shrinking back), then cuts the power
 //! at a random moment: between commits, in the middle of a commit's writes, or after the writes
 //! but before the flush returned. Every unsynced write is dropped, kept or torn per 512-byte
 //! sector. The reopened database must pass the checker and hold exactly the acknowledged
@@ -12,7 +13,12 @@ use cairn::{DbFlags, Durability, Env, PutFlags};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-type Model = [BTreeMap<Vec<u8>, Vec<u8>>; 2];
+/// Databases main, "side" and "dups"; the DUP_SORT one holds each pair as key 0 value.
+type Model = [BTreeMap<Vec<u8>, Vec<u8>>; 3];
+
+fn pair(k: &[u8], v: &[u8]) -> Vec<u8> {
+    [k, b"\0", v].concat()
+}
 
 fn opts(d: Durability) -> cairn::EnvOptions {
     Env::options().durability(d).max_dbs(4)
@@ -32,7 +38,52 @@ fn read_all(env: &Env) -> Model {
             out[1].insert(k.to_vec(), v.to_vec());
         }
     }
+    if let Ok(db) = r.open_db(Some("dups")) {
+        for (k, v) in r.iter(db).unwrap().map(Result::unwrap) {
+            out[2].insert(pair(k, v), Vec::new());
+        }
+    }
     out
+}
+
+/// One change to the DUP_SORT database: a pair added or deleted, a key's values deleted, or a
+/// burst of values that makes a key's set an inline set or a sub-tree.
+fn dup_op(
+    rng: &mut SimRng,
+    w: &mut cairn::RwTxn<'_>,
+    db: cairn::Database,
+    m: &mut BTreeMap<Vec<u8>, Vec<u8>>,
+) {
+    let k = format!("dkey{:02}", rng.below(20)).into_bytes();
+    let val = |rng: &mut SimRng| {
+        let n = rng.below(2000);
+        let mut v = format!("{n:05}").into_bytes();
+        v.resize(5 + (n % 50) as usize, b'.');
+        v
+    };
+    match rng.below(10) {
+        0 => {
+            w.delete(db, &k).unwrap();
+            m.retain(|p, _| !(p.starts_with(&k) && p.get(k.len()) == Some(&0)));
+        }
+        1..=3 => {
+            let v = val(rng);
+            let had = m.remove(&pair(&k, &v)).is_some();
+            assert_eq!(w.delete_pair(db, &k, &v).unwrap(), had);
+        }
+        4 => {
+            for _ in 0..rng.below(400) {
+                let v = val(rng);
+                w.put(db, &k, &v, PutFlags::empty()).unwrap();
+                m.insert(pair(&k, &v), Vec::new());
+            }
+        }
+        _ => {
+            let v = val(rng);
+            w.put(db, &k, &v, PutFlags::empty()).unwrap();
+            m.insert(pair(&k, &v), Vec::new());
+        }
+    }
 }
 
 fn one_case(seed: u64, mode: Durability) {
@@ -57,9 +108,16 @@ fn run_case(seed: u64, mode: Durability, crash: CrashMode) {
     for t in 0..txns {
         let mut w = env.write_txn().unwrap();
         let side = w.create_db(Some("side"), DbFlags::CREATE).unwrap();
+        let dups = w
+            .create_db(Some("dups"), DbFlags::CREATE | DbFlags::DUP_SORT)
+            .unwrap();
         let dbs = [env.main_db(), side];
         let mut next = model.clone();
         for _ in 0..1 + rng.below(60) {
+            if rng.below(3) == 0 {
+                dup_op(&mut rng, &mut w, dups, &mut next[2]);
+                continue;
+            }
             let d = rng.below(2) as usize;
             let k = format!("key{:04}", rng.below(300)).into_bytes();
             if rng.below(4) == 0 {
