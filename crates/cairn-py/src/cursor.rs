@@ -1,10 +1,11 @@
 //! `Cursor` and its iterators: LMDB's positioning vocabulary over one database.
 //!
 //! A cursor is a slot of its transaction's [`TxnState`]; it stands on an entry (`valid`) or
-//! not, in which case `key()`/`value()` return empty bytes as in py-lmdb. In a database
-//! without sorted duplicates every key has one value, and the `_dup` operations behave as
-//! LMDB's do there: `next_dup`/`prev_dup` find nothing, `next_nodup`/`prev_nodup` are
-//! `next`/`prev`, `first_dup`/`last_dup` raise `IncompatibleError`, `count()` is 1.
+//! not, in which case `key()`/`value()` return empty bytes as in py-lmdb. In a dupsort
+//! database an entry is one (key, value) pair and the `_dup`/`_nodup` operations move among a
+//! key's values or between keys; elsewhere every key has one value, so `next_dup`/`prev_dup`
+//! find nothing, `next_nodup`/`prev_nodup` are `next`/`prev`, `first_dup`/`last_dup` raise
+//! `IncompatibleError` (LMDB's answer) and `count()` is 1.
 
 use crate::convert::{arg, finish, grab, Out};
 use crate::env::PyDatabase;
@@ -26,6 +27,8 @@ enum Step {
     Prev,
     NextDup,
     PrevDup,
+    NextNodup,
+    PrevNodup,
 }
 
 /// A cursor over one database of one transaction.
@@ -52,7 +55,7 @@ impl Cursor {
             let mut g = t.state()?;
             g.as_mut()
                 .expect("checked")
-                .open_cursor(db.get().db, t.depth, t.token)
+                .open_cursor(db.get().db, db.get().dup(), t.depth, t.token)
                 .map_err(errors::map)?
         };
         Ok(Cursor {
@@ -149,22 +152,42 @@ impl Cursor {
         finish(py, &self.shared, grab(py, &self.shared, b""))
     }
 
-    /// Changes data through the write transaction, then places this cursor at `at`.
+    /// Changes data through the write transaction (given the database and whether it keeps
+    /// duplicates), then places this cursor at the (key, value) `at` returns.
     fn write<R>(
         &self,
-        at: impl FnOnce(&R) -> Option<Vec<u8>>,
-        f: impl FnOnce(&mut cairn::RwTxn<'static>, cairn::Database) -> PyResult<R>,
+        at: impl FnOnce(&R) -> Option<(Vec<u8>, Vec<u8>)>,
+        f: impl FnOnce(&mut cairn::RwTxn<'static>, cairn::Database, bool) -> PyResult<R>,
     ) -> PyResult<R> {
         let mut g = self.lock()?;
-        let db = self.slot(&mut g)?.db;
+        let (db, dup) = {
+            let sl = self.slot(&mut g)?;
+            (sl.db, sl.dup)
+        };
         let st = g.as_mut().expect("checked");
-        let r = f(st.rw_mut()?, db)?;
+        let r = f(st.rw_mut()?, db, dup)?;
         let sl = st.cursor(self.slot, self.id)?;
-        if let Some(k) = at(&r) {
+        if let Some((k, v)) = at(&r) {
             sl.cur = None;
-            sl.saved = Saved::At(k);
+            sl.saved = Saved::At(k, v);
         }
         Ok(r)
+    }
+
+    /// The current pair, copied (None if unpositioned).
+    fn here(&self) -> PyResult<Option<(Vec<u8>, Vec<u8>)>> {
+        let mut g = self.lock()?;
+        let sl = self.slot(&mut g)?;
+        if !sl.valid {
+            return Ok(None);
+        }
+        Ok(sl
+            .cur
+            .as_ref()
+            .expect("live")
+            .current()
+            .map_err(errors::map)?
+            .map(|(k, v)| (k.to_vec(), v.to_vec())))
     }
 
     fn iter(slf: &Bound<'_, Self>, s: Step, keys: bool, values: bool) -> PyResult<Iter> {
@@ -191,8 +214,10 @@ fn move_slot(sl: &mut Slot, s: Step) -> PyResult<bool> {
         Step::Last => c.last(),
         Step::Next => c.next(),
         Step::Prev => c.prev(),
-        // One value per key: there is never another duplicate.
-        Step::NextDup | Step::PrevDup => Ok(None),
+        Step::NextDup => c.next_dup(),
+        Step::PrevDup => c.prev_dup(),
+        Step::NextNodup => c.next_nodup(),
+        Step::PrevNodup => c.prev_nodup(),
     };
     sl.valid = r.map_err(errors::map)?.is_some();
     Ok(sl.valid)
@@ -278,12 +303,12 @@ impl Cursor {
 
     /// Moves to the next key (skipping the current key's other duplicates).
     fn next_nodup(&self) -> PyResult<bool> {
-        self.step(Step::Next)
+        self.step(Step::NextNodup)
     }
 
     /// Moves to the previous key (skipping the current key's other duplicates).
     fn prev_nodup(&self) -> PyResult<bool> {
-        self.step(Step::Prev)
+        self.step(Step::PrevNodup)
     }
 
     /// Moves to the next duplicate of the current key.
@@ -298,12 +323,12 @@ impl Cursor {
 
     /// Moves to the first duplicate of the current key (dupsort databases).
     fn first_dup(&self) -> PyResult<bool> {
-        self.dup_edge()
+        self.dup_edge(true)
     }
 
     /// Moves to the last duplicate of the current key (dupsort databases).
     fn last_dup(&self) -> PyResult<bool> {
-        self.dup_edge()
+        self.dup_edge(false)
     }
 
     /// Moves to exactly `key`; False (unpositioned) if it does not exist.
@@ -342,13 +367,15 @@ impl Cursor {
     }
 
     /// Number of values of the current key.
-    fn count(&self) -> PyResult<usize> {
-        if !self.is_valid()? {
+    fn count(&self) -> PyResult<u64> {
+        let mut g = self.lock()?;
+        let sl = self.slot(&mut g)?;
+        if !sl.valid {
             return Err(errors::InvalidParameterError::new_err(
                 "count() needs a positioned cursor",
             ));
         }
-        Ok(1)
+        Ok(sl.cur.as_ref().expect("live").count())
     }
 
     /// Stores `val` under `key` and moves there; False if the key existed and
@@ -362,13 +389,14 @@ impl Cursor {
         overwrite: bool,
         append: bool,
     ) -> PyResult<bool> {
-        let _ = dupdata;
         let k = arg(key)?;
         let v = arg(val)?;
-        let flags = flags_for(overwrite, append);
         self.write(
-            |ok: &bool| ok.then(|| k.to_vec()),
-            |t, db| put_result(t.put(db, &k, &v, flags)),
+            |ok: &bool| ok.then(|| (k.to_vec(), v.to_vec())),
+            |t, db, dup| {
+                let flags = flags_for(dup, dupdata, overwrite, append, true);
+                put_result(t.put(db, &k, &v, flags))
+            },
         )
     }
 
@@ -381,8 +409,6 @@ impl Cursor {
         overwrite: bool,
         append: bool,
     ) -> PyResult<(usize, usize)> {
-        let _ = dupdata;
-        let flags = flags_for(overwrite, append);
         let (mut consumed, mut added) = (0, 0);
         let mut it = items.try_iter()?;
         let mut batch: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = Vec::with_capacity(1024);
@@ -401,19 +427,21 @@ impl Cursor {
                 .iter()
                 .map(|(k, v)| Ok((arg(k)?, arg(v)?)))
                 .collect::<PyResult<_>>()?;
+            type Done = (usize, usize, Option<(Vec<u8>, Vec<u8>)>);
             let (c, a) = self
                 .write(
-                    |r: &(usize, usize, Option<Vec<u8>>)| r.2.clone(),
-                    |t, db| {
+                    |r: &Done| r.2.clone(),
+                    |t, db, dup| {
+                        let flags = flags_for(dup, dupdata, overwrite, append, true);
                         let (mut c, mut a, mut last) = (0, 0, None);
                         for (k, v) in &args {
                             c += 1;
                             if put_result(t.put(db, k, v, flags))? {
                                 a += 1;
-                                last = Some(k);
+                                last = Some((k, v));
                             }
                         }
-                        Ok((c, a, last.map(|k| k.to_vec())))
+                        Ok((c, a, last.map(|(k, v)| (k.to_vec(), v.to_vec()))))
                     },
                 )
                 .map(|(c, a, _)| (c, a))?;
@@ -423,25 +451,24 @@ impl Cursor {
         Ok((consumed, added))
     }
 
-    /// Deletes the current entry and moves to the next; False if unpositioned.
+    /// Deletes the current entry (dupdata=True: every value of the current key) and moves
+    /// to the next; False if unpositioned.
     #[pyo3(signature = (dupdata=false))]
     fn delete(&self, dupdata: bool) -> PyResult<bool> {
-        let _ = dupdata;
-        let key = {
-            let mut g = self.lock()?;
-            let sl = self.slot(&mut g)?;
-            if !sl.valid {
-                return Ok(false);
-            }
-            match sl.cur.as_ref().expect("live").current() {
-                Ok(Some((k, _))) => k.to_vec(),
-                _ => return Ok(false),
-            }
+        let Some((k, v)) = self.here()? else {
+            return Ok(false);
         };
-        let k2 = key.clone();
+        let at = (k.clone(), v.clone());
         self.write(
-            move |_| Some(k2),
-            |t, db| t.delete(db, &key).map_err(errors::map),
+            move |_| Some(at),
+            |t, db, dup| {
+                if dup && !dupdata {
+                    t.delete_pair(db, &k, &v)
+                } else {
+                    t.delete(db, &k)
+                }
+                .map_err(errors::map)
+            },
         )
     }
 
@@ -455,9 +482,13 @@ impl Cursor {
         let k = arg(key)?;
         let v = arg(val)?;
         let old = self.write(
-            |_| Some(k.to_vec()),
-            |t, db| {
+            |_| Some((k.to_vec(), v.to_vec())),
+            |t, db, dup| {
                 let old = t.get(db, &k).map_err(errors::map)?.map(<[u8]>::to_vec);
+                if dup && old.is_some() {
+                    // Every value of the key is replaced by the one given.
+                    t.delete(db, &k).map_err(errors::map)?;
+                }
                 t.put(db, &k, &v, PutFlags::empty()).map_err(errors::map)?;
                 Ok(old)
             },
@@ -469,12 +500,16 @@ impl Cursor {
     fn pop<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let k = arg(key)?;
         let old = self.write(
-            |old: &Option<Vec<u8>>| old.as_ref().map(|_| k.to_vec()),
-            |t, db| {
+            |old: &Option<Vec<u8>>| old.as_ref().map(|v| (k.to_vec(), v.clone())),
+            |t, db, dup| {
                 let old = t.get(db, &k).map_err(errors::map)?.map(<[u8]>::to_vec);
-                if old.is_some() {
-                    t.delete(db, &k).map_err(errors::map)?;
+                match &old {
+                    // In a dupsort database only the first value goes.
+                    Some(v) if dup => t.delete_pair(db, &k, v),
+                    Some(_) => t.delete(db, &k),
+                    None => Ok(false),
                 }
+                .map_err(errors::map)?;
                 Ok(old)
             },
         )?;
@@ -493,7 +528,6 @@ impl Cursor {
         keyfixed: bool,
         values: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let _ = dupdata;
         if keyfixed && dupfixed_bytes.is_none() {
             return Err(errors::InvalidParameterError::new_err(
                 "keyfixed=True needs dupfixed_bytes",
@@ -506,10 +540,15 @@ impl Cursor {
             let mut g = self.lock()?;
             let sl = self.slot(&mut g)?;
             let c = sl.cur.as_mut().expect("live");
-            let e = c.set(&k).map_err(errors::map)?;
+            let mut e = c.set(&k).map_err(errors::map)?;
             sl.valid = e.is_some();
-            if let Some((ek, ev)) = e {
+            while let Some((ek, ev)) = e {
                 found.push((ek.to_vec(), ev.to_vec()));
+                e = if dupdata && sl.dup {
+                    c.next_dup().map_err(errors::map)?
+                } else {
+                    None
+                };
             }
         }
         if let Some(vsize) = dupfixed_bytes.filter(|_| keyfixed) {
@@ -573,7 +612,7 @@ impl Cursor {
         if !slf.get().is_valid()? {
             slf.get().step(Step::First)?;
         }
-        Cursor::iter(slf, Step::Next, keys, values)
+        Cursor::iter(slf, Step::NextNodup, keys, values)
     }
 
     /// Iterates over the current key's values, backward.
@@ -588,7 +627,7 @@ impl Cursor {
         if !slf.get().is_valid()? {
             slf.get().step(Step::Last)?;
         }
-        Cursor::iter(slf, Step::Prev, keys, values)
+        Cursor::iter(slf, Step::PrevNodup, keys, values)
     }
 
     fn __iter__(slf: &Bound<'_, Self>) -> PyResult<Iter> {
@@ -597,34 +636,37 @@ impl Cursor {
 }
 
 impl Cursor {
-    fn dup_edge(&self) -> PyResult<bool> {
-        if !self.is_valid()? {
+    fn dup_edge(&self, first: bool) -> PyResult<bool> {
+        let mut g = self.lock()?;
+        let sl = self.slot(&mut g)?;
+        if !sl.valid {
             return Err(errors::InvalidParameterError::new_err(
                 "the cursor is not positioned",
             ));
         }
-        Err(errors::IncompatibleError::new_err(
-            "first_dup/last_dup need a dupsort database",
-        ))
+        if !sl.dup {
+            // LMDB's answer (MDB_INCOMPATIBLE) outside dupsort databases.
+            return Err(errors::IncompatibleError::new_err(
+                "first_dup/last_dup need a dupsort database",
+            ));
+        }
+        let c = sl.cur.as_mut().expect("live");
+        let r = if first { c.first_dup() } else { c.last_dup() };
+        sl.valid = r.map_err(errors::map)?.is_some();
+        Ok(sl.valid)
     }
 
     fn seek_dup(&self, key: &[u8], value: &[u8], exact: bool) -> PyResult<bool> {
         let mut g = self.lock()?;
         let sl = self.slot(&mut g)?;
         let c = sl.cur.as_mut().expect("live");
-        let hit = match c.set(key).map_err(errors::map)? {
-            // One value per key: it matches exactly, or (range) is not below `value`.
-            Some((_, v)) => {
-                if exact {
-                    v == value
-                } else {
-                    v >= value
-                }
-            }
-            None => false,
+        let r = if exact {
+            c.get_both(key, value)
+        } else {
+            c.get_both_range(key, value)
         };
-        sl.valid = hit;
-        Ok(hit)
+        sl.valid = r.map_err(errors::map)?.is_some();
+        Ok(sl.valid)
     }
 
     fn owned<'py>(&self, py: Python<'py>, v: Option<Vec<u8>>) -> PyResult<Bound<'py, PyAny>> {

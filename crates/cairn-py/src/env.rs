@@ -44,6 +44,14 @@ pub struct PyDatabase {
     flags: DbFlags,
 }
 
+impl PyDatabase {
+    /// Whether the database keeps sorted duplicates.
+    #[inline]
+    pub(crate) fn dup(&self) -> bool {
+        self.flags.contains(DbFlags::DUP_SORT)
+    }
+}
+
 #[pymethods]
 impl PyDatabase {
     /// The database's flags as a dict (reverse_key, dupsort, integerkey, integerdup,
@@ -53,8 +61,8 @@ impl PyDatabase {
         d.set_item("reverse_key", self.flags.contains(DbFlags::REVERSE_KEY))?;
         d.set_item("dupsort", self.flags.contains(DbFlags::DUP_SORT))?;
         d.set_item("integerkey", self.flags.contains(DbFlags::INTEGER_KEY))?;
-        d.set_item("integerdup", self.flags.bits() & 0x20 != 0)?;
-        d.set_item("dupfixed", self.flags.bits() & 0x10 != 0)?;
+        d.set_item("integerdup", self.flags.contains(DbFlags::INTEGER_DUP))?;
+        d.set_item("dupfixed", self.flags.contains(DbFlags::DUP_FIXED))?;
         Ok(d)
     }
 
@@ -337,12 +345,6 @@ impl Environment {
             }
             return Ok(self.main.clone_ref(py));
         };
-        if dupsort || integerdup || dupfixed {
-            return Err(errors::IncompatibleError::new_err(
-                "dupsort, dupfixed and integerdup databases are not supported by this build of \
-                 Cairn yet",
-            ));
-        }
         if let Some(h) = lock(&self.dbs).get(&name_bytes) {
             return Ok(h.clone_ref(py));
         }
@@ -357,6 +359,16 @@ impl Environment {
         }
         if integerkey {
             flags = flags | DbFlags::INTEGER_KEY;
+        }
+        // As in py-lmdb: integerdup implies dupfixed, which implies dupsort.
+        if dupsort || dupfixed || integerdup {
+            flags = flags | DbFlags::DUP_SORT;
+        }
+        if dupfixed || integerdup {
+            flags = flags | DbFlags::DUP_FIXED;
+        }
+        if integerdup {
+            flags = flags | DbFlags::INTEGER_DUP;
         }
         let want = if create {
             flags | DbFlags::CREATE

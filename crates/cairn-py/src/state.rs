@@ -133,11 +133,11 @@ pub(crate) enum Kind {
     Rw(Box<RwTxn<'static>>),
 }
 
-/// Where a parked cursor was.
+/// Where a parked cursor was: a key, and in a dupsort database the value too.
 #[derive(Clone, Debug)]
 pub(crate) enum Saved {
     Unset,
-    At(Vec<u8>),
+    At(Vec<u8>, Vec<u8>),
 }
 
 /// A cursor slot.
@@ -145,6 +145,8 @@ pub(crate) struct Slot {
     /// Unique per cursor, so a closed cursor never reaches a slot reused by another.
     pub id: u64,
     pub db: Database,
+    /// Whether the database keeps sorted duplicates.
+    pub dup: bool,
     pub cur: Option<ECursor<'static>>,
     pub saved: Saved,
     /// Whether the cursor stands on an entry.
@@ -259,7 +261,7 @@ impl TxnState {
         for s in self.cursors.iter_mut().flatten() {
             if let Some(c) = s.cur.take() {
                 s.saved = match (s.valid, c.current()) {
-                    (true, Ok(Some((k, _)))) => Saved::At(k.to_vec()),
+                    (true, Ok(Some((k, v)))) => Saved::At(k.to_vec(), v.to_vec()),
                     _ => Saved::Unset,
                 };
             }
@@ -314,6 +316,7 @@ impl TxnState {
     pub(crate) fn open_cursor(
         &mut self,
         db: Database,
+        dup: bool,
         depth: usize,
         token: u64,
     ) -> Result<(usize, u64), cairn::Error> {
@@ -322,6 +325,7 @@ impl TxnState {
         let slot = Slot {
             id,
             db,
+            dup,
             cur: Some(cur),
             saved: Saved::Unset,
             valid: false,
@@ -353,7 +357,7 @@ impl TxnState {
             let s = self.cursors[i].as_mut().expect("checked");
             s.valid = match &s.saved {
                 Saved::Unset => false,
-                Saved::At(k) => c.set_range(k).map_err(errors::map)?.is_some(),
+                Saved::At(k, v) => seek_pair(&mut c, s.dup, k, v).map_err(errors::map)?,
             };
             s.cur = Some(c);
         }
@@ -396,5 +400,26 @@ impl TxnState {
             drop(n);
             Ok(())
         }
+    }
+}
+
+/// Positions `c` at the first entry at or after `key` (in a dupsort database: at or after the
+/// pair `key`/`value`, in key-then-value order); returns whether there is one.
+pub(crate) fn seek_pair(
+    c: &mut ECursor<'static>,
+    dup: bool,
+    key: &[u8],
+    value: &[u8],
+) -> Result<bool, cairn::Error> {
+    if !dup {
+        return Ok(c.set_range(key)?.is_some());
+    }
+    if c.get_both_range(key, value)?.is_some() {
+        return Ok(true);
+    }
+    match c.set_range(key)? {
+        // Every value of `key` sorts before `value`: the next key's first pair.
+        Some((k, _)) if k == key => Ok(c.next_nodup()?.is_some()),
+        other => Ok(other.is_some()),
     }
 }

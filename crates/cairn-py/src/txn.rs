@@ -28,6 +28,7 @@ pub struct Transaction {
     env: Py<Environment>,
     db: Py<PyDatabase>,
     dbv: Database,
+    dup: bool,
     _parent: Option<Py<Transaction>>,
 }
 
@@ -44,6 +45,7 @@ impl Transaction {
         let core = e.core()?;
         let db = db.unwrap_or_else(|| e.main_db().clone_ref(py));
         let dbv = db.get().db;
+        let dup = db.get().dup();
         if let Some(p) = parent {
             let pt = p.get();
             if !write || !pt.shared.write {
@@ -64,6 +66,7 @@ impl Transaction {
                 env: env.clone().unbind(),
                 db,
                 dbv,
+                dup,
                 _parent: Some(p.unbind()),
             });
         }
@@ -105,6 +108,7 @@ impl Transaction {
             env: env.clone().unbind(),
             db,
             dbv,
+            dup,
             _parent: None,
         })
     }
@@ -120,9 +124,13 @@ impl Transaction {
         Ok(g)
     }
 
+    /// The database to use and whether it keeps sorted duplicates.
     #[inline]
-    fn dbv(&self, db: Option<&Bound<'_, PyDatabase>>) -> Database {
-        db.map_or(self.dbv, |d| d.get().db)
+    fn dbv(&self, db: Option<&Bound<'_, PyDatabase>>) -> (Database, bool) {
+        match db {
+            Some(d) => (d.get().db, d.get().dup()),
+            None => (self.dbv, self.dup),
+        }
     }
 
     pub(crate) fn open_db(&self, name: &str, flags: cairn::DbFlags) -> PyResult<Database> {
@@ -177,17 +185,6 @@ impl Transaction {
             None => Ok(()),
         }
     }
-
-    fn put_flags(overwrite: bool, append: bool) -> PutFlags {
-        let mut f = PutFlags::empty();
-        if !overwrite {
-            f = f | PutFlags::NO_OVERWRITE;
-        }
-        if append {
-            f = f | PutFlags::APPEND;
-        }
-        f
-    }
 }
 
 /// Outcome of a put the way py-lmdb reports it: `False` when the key existed and
@@ -200,8 +197,31 @@ pub(crate) fn put_result(r: Result<(), cairn::Error>) -> PyResult<bool> {
     }
 }
 
-pub(crate) fn flags_for(overwrite: bool, append: bool) -> PutFlags {
-    Transaction::put_flags(overwrite, append)
+/// py-lmdb's put options as engine flags: dupdata=False is NO_DUP_DATA (dupsort databases
+/// only), overwrite=False NO_OVERWRITE, append=True APPEND (`Cursor.put` passes
+/// `append_dup` to use APPEND_DUP in dupsort databases, as py-lmdb does).
+pub(crate) fn flags_for(
+    dup: bool,
+    dupdata: bool,
+    overwrite: bool,
+    append: bool,
+    append_dup: bool,
+) -> PutFlags {
+    let mut f = PutFlags::empty();
+    if !overwrite {
+        f = f | PutFlags::NO_OVERWRITE;
+    }
+    if dup && !dupdata {
+        f = f | PutFlags::NO_DUP_DATA;
+    }
+    if append {
+        f = f | if dup && append_dup {
+            PutFlags::APPEND_DUP
+        } else {
+            PutFlags::APPEND
+        };
+    }
+    f
 }
 
 #[pymethods]
@@ -252,7 +272,7 @@ impl Transaction {
     ) -> PyResult<Bound<'py, PyDict>> {
         let s = {
             let g = self.state()?;
-            g.as_ref().expect("checked").stat(self.dbv(db))
+            g.as_ref().expect("checked").stat(self.dbv(db).0)
         }
         .map_err(errors::map)?;
         stat_dict(py, &s)
@@ -300,7 +320,7 @@ impl Transaction {
         db: Option<&Bound<'py, PyDatabase>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let k = arg(key)?;
-        let dbv = self.dbv(db);
+        let (dbv, _) = self.dbv(db);
         let out = {
             let g = self.state()?;
             let st = g.as_ref().expect("checked");
@@ -327,13 +347,17 @@ impl Transaction {
         append: bool,
         db: Option<&Bound<'_, PyDatabase>>,
     ) -> PyResult<bool> {
-        let _ = dupdata; // Meaningful for dupsort databases only.
         let k = arg(key)?;
         let v = arg(value)?;
-        let dbv = self.dbv(db);
+        let (dbv, dup) = self.dbv(db);
         let mut g = self.state()?;
         let t = g.as_mut().expect("checked").rw_mut()?;
-        put_result(t.put(dbv, &k, &v, Transaction::put_flags(overwrite, append)))
+        put_result(t.put(
+            dbv,
+            &k,
+            &v,
+            flags_for(dup, dupdata, overwrite, append, false),
+        ))
     }
 
     /// Stores `value` under `key`; returns the previous value or None.
@@ -347,7 +371,7 @@ impl Transaction {
     ) -> PyResult<Bound<'py, PyAny>> {
         let k = arg(key)?;
         let v = arg(value)?;
-        let dbv = self.dbv(db);
+        let (dbv, dup) = self.dbv(db);
         let old = {
             let mut g = self.state()?;
             let st = g.as_mut().expect("checked");
@@ -355,9 +379,12 @@ impl Transaction {
                 .get(dbv, &k)
                 .map_err(errors::map)?
                 .map(|o| grab(py, &self.shared, o));
-            st.rw_mut()?
-                .put(dbv, &k, &v, PutFlags::empty())
-                .map_err(errors::map)?;
+            let t = st.rw_mut()?;
+            if dup {
+                // The key's values are all replaced by the one given.
+                t.delete(dbv, &k).map_err(errors::map)?;
+            }
+            t.put(dbv, &k, &v, PutFlags::empty()).map_err(errors::map)?;
             old
         };
         match old {
@@ -375,16 +402,21 @@ impl Transaction {
         db: Option<&Bound<'py, PyDatabase>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let k = arg(key)?;
-        let dbv = self.dbv(db);
+        let (dbv, dup) = self.dbv(db);
         let old = {
             let mut g = self.state()?;
             let st = g.as_mut().expect("checked");
-            let old = st
-                .get(dbv, &k)
-                .map_err(errors::map)?
-                .map(|o| grab(py, &self.shared, o));
+            let first = st.get(dbv, &k).map_err(errors::map)?;
+            let old = first.map(|o| grab(py, &self.shared, o));
+            // In a dupsort database only the first value goes.
+            let first = first.filter(|_| dup).map(<[u8]>::to_vec);
             if old.is_some() {
-                st.rw_mut()?.delete(dbv, &k).map_err(errors::map)?;
+                let t = st.rw_mut()?;
+                match first {
+                    Some(v) => t.delete_pair(dbv, &k, &v),
+                    None => t.delete(dbv, &k),
+                }
+                .map_err(errors::map)?;
             }
             old
         };
@@ -394,8 +426,9 @@ impl Transaction {
         }
     }
 
-    /// Deletes `key`; returns whether it existed. (`value` selects one duplicate in dupsort
-    /// databases; it is ignored otherwise.)
+    /// Deletes `key`; returns whether it existed. In a dupsort database a non-empty `value`
+    /// deletes only that pair, an empty one every value of `key`; elsewhere `value` is
+    /// ignored, as in LMDB.
     #[pyo3(signature = (key, value=None, db=None))]
     fn delete(
         &self,
@@ -403,12 +436,16 @@ impl Transaction {
         value: Option<&Bound<'_, PyAny>>,
         db: Option<&Bound<'_, PyDatabase>>,
     ) -> PyResult<bool> {
-        let _ = value;
         let k = arg(key)?;
-        let dbv = self.dbv(db);
+        let v = value.map(arg).transpose()?;
+        let (dbv, dup) = self.dbv(db);
         let mut g = self.state()?;
         let t = g.as_mut().expect("checked").rw_mut()?;
-        t.delete(dbv, &k).map_err(errors::map)
+        match v {
+            Some(v) if dup && !v.is_empty() => t.delete_pair(dbv, &k, &v),
+            _ => t.delete(dbv, &k),
+        }
+        .map_err(errors::map)
     }
 
     /// A cursor over `db` (default: the transaction's database).

@@ -287,11 +287,6 @@ def test_integerkey_db(env):
             1, 2, 300, 70000]
 
 
-def test_dupsort_not_yet(env):
-    with pytest.raises(cairn.IncompatibleError):
-        env.open_db(b"d", dupsort=True)
-
-
 def test_begin_threads_wait_for_writer(env):
     w = env.begin(write=True)
     w.put(b"x", b"1")
