@@ -169,9 +169,11 @@ pub(crate) fn map(e: cairn::Error) -> PyErr {
         E::Corrupted { .. } => CorruptedError::new_err(msg),
         E::KeyExists | E::AppendOrder => KeyExistsError::new_err(msg),
         E::DbNotFound { .. } => NotFoundError::new_err(msg),
-        E::KeyTooLarge { .. } | E::ValueTooLarge { .. } | E::BadIntegerKey { .. } => {
-            BadValsizeError::new_err(msg)
-        }
+        E::KeyTooLarge { .. }
+        | E::ValueTooLarge { .. }
+        | E::BadIntegerKey { .. }
+        | E::BadValueSize { .. } => BadValsizeError::new_err(msg),
+        E::LockFile(_) => InvalidError::new_err(msg),
         E::MapFull { .. } => MapFullError::new_err(msg),
         E::DbsFull { .. } => DbsFullError::new_err(msg),
         E::ReadersFull { .. } => ReadersFullError::new_err(msg),
