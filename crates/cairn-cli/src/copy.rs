@@ -7,7 +7,7 @@ use crate::cli::CopyArgs;
 use crate::progress::{self, Progress};
 use crate::{CliError, CliResult, Context, EnvPath};
 use cairn::Env;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -22,6 +22,11 @@ pub fn run(a: &CopyArgs, src: EnvPath, out: &mut dyn Write) -> CliResult {
             copy_with_progress(&env, &target, a.compact, show)
         }
         None => {
+            if std::io::stdout().is_terminal() {
+                return Err(CliError::Usage(
+                    "stdout is a terminal: give a destination, or redirect the copy".into(),
+                ));
+            }
             // The engine writes copies to files (a compact copy is a fresh environment), so
             // stdout gets a finished copy streamed from a private temporary directory.
             let tmp = tempfile::tempdir().ctx(|| "creating a temporary directory".into())?;

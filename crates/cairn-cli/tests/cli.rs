@@ -73,7 +73,6 @@ fn free_runs_are_listed() {
     let dir = tempfile::tempdir().unwrap();
     sample(dir.path());
     {
-        let _g = env_guard();
         let env = Env::open(dir.path()).unwrap();
         let mut w = env.write_txn().unwrap();
         let db = env.main_db();
@@ -146,7 +145,6 @@ fn check_passes_sound_and_fails_damaged() {
 
     // A later small commit leaves most pages of the first one untouched; damage one of those.
     {
-        let _g = env_guard();
         let env = Env::open(dir.path()).unwrap();
         let mut w = env.write_txn().unwrap();
         w.put(env.main_db(), b"zzz", b"last", PutFlags::empty())
@@ -210,7 +208,6 @@ fn copy_raw_compact_file_and_stdout() {
 fn hot_copy_while_a_writer_commits() {
     // The copy is one snapshot: every commit keeps "count" equal to the number of other keys.
     let dir = tempfile::tempdir().unwrap();
-    let _g = env_guard();
     let env = Env::open(dir.path().join("src")).unwrap();
     let db = env.main_db();
     let stop = std::sync::atomic::AtomicBool::new(false);
@@ -322,7 +319,6 @@ fn terminal_gets_a_progress_bar() {
     }
     let dir = tempfile::tempdir().unwrap();
     {
-        let _g = env_guard();
         let env = Env::open(dir.path().join("db")).unwrap();
         let mut w = env.write_txn().unwrap();
         for i in 0..300_000u32 {

@@ -18,8 +18,6 @@ fn s(p: &Path) -> &str {
 fn hot_copy_while_another_process_commits() {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("src");
-    // Not under env_guard: this environment stays open while `cairn` processes are spawned,
-    // and it is never closed and reopened here (see common::FORK).
     let env = Env::open(&src).unwrap();
     let db = env.main_db();
     let stop = AtomicBool::new(false);
@@ -102,12 +100,10 @@ fn readers_of_other_processes_listed_and_dead_ones_cleared() {
     );
     build(dir.path(), &c);
     // This process keeps the environment open, so the table outlives the other processes (the
-    // first process to open an environment starts a fresh table). Not under env_guard: see
-    // hot_copy_while_another_process_commits.
+    // first process to open an environment starts a fresh table).
     let env = Env::open(dir.path()).unwrap();
     // A dump whose output nobody reads blocks on the full pipe holding its read transaction.
     let mut child = {
-        let _g = env_guard();
         Command::new(env!("CARGO_BIN_EXE_cairn"))
             .args(["dump", s(dir.path())])
             .stdout(Stdio::piped())

@@ -7,18 +7,6 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard};
-
-/// Serialises process spawning with the engine's open files in this test process. A child
-/// forked while an environment is open shares its lock file's open file description (and so its
-/// OFD lock) until it execs; an environment closed and reopened in that window would find itself
-/// locked out. Holding this lock while an `Env` lives and while spawning closes the window.
-static FORK: Mutex<()> = Mutex::new(());
-
-/// Takes the spawn lock (see [`FORK`]); hold it while an `Env` is open in this process.
-pub fn env_guard() -> MutexGuard<'static, ()> {
-    FORK.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// One database: flags and records in order.
 pub type Db = (u32, Vec<(Vec<u8>, Vec<u8>)>);
@@ -53,7 +41,6 @@ pub fn cairn(args: &[&str], stdin: &[u8]) -> Output {
 
 /// Runs a program with `args`, feeding `stdin`.
 pub fn run(prog: &str, args: &[&str], stdin: &[u8]) -> Output {
-    let guard = env_guard();
     let mut child = Command::new(prog)
         .args(args)
         .stdin(Stdio::piped())
@@ -61,8 +48,6 @@ pub fn run(prog: &str, args: &[&str], stdin: &[u8]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("running {prog}: {e}"));
-    // spawn returns once the child has exec'd: it holds none of our descriptors any more.
-    drop(guard);
     let mut input = child.stdin.take().expect("stdin");
     let data = stdin.to_vec();
     let feeder = std::thread::spawn(move || {
@@ -101,7 +86,6 @@ pub fn fails(args: &[&str], stdin: &[u8]) -> String {
 
 /// Creates an environment holding `c`.
 pub fn build(path: &Path, c: &Contents) {
-    let _g = env_guard();
     let env = Env::open(path).expect("open");
     let mut w = env.write_txn().expect("write");
     for (name, (flags, recs)) in c {
@@ -120,7 +104,6 @@ pub fn build(path: &Path, c: &Contents) {
 
 /// Reads every database of an environment.
 pub fn read(path: &Path) -> Contents {
-    let _g = env_guard();
     let env = Env::options().read_only(true).open(path).expect("open");
     let r = env.read_txn().expect("read");
     let mut out = Contents::new();
