@@ -9,14 +9,15 @@
 //!   the first database's); a database that already exists with other flags is an error, not a
 //!   silent reinterpretation of the data.
 //! - Sorted input is appended (pages filled, not split): every block starts in append mode and
-//!   falls back to ordinary inserts at its first out-of-order key. With -a the input must be
-//!   sorted, and the first key out of order is an error.
+//!   falls back to ordinary inserts at its first out-of-order record. With -a the input must be
+//!   sorted, and the first record out of order is an error. In a dupsort database a record is in
+//!   order when its key is greater, or equal with a greater value.
 //!
 //! The transaction holds its changed pages in memory until commit, so a load needs memory in
 //! proportion to the data it writes.
 
 use crate::cli::LoadArgs;
-use crate::dumpfmt::{self, flag_names, Format, Header, ParseError, Reader};
+use crate::dumpfmt::{flag_names, Format, Header, ParseError, Reader};
 use crate::progress::{self, Progress};
 use crate::{CliError, CliResult, Context, EnvPath};
 use cairn::{DbFlags, Env, PutFlags, RwTxn};
@@ -26,17 +27,13 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Flags this build of the engine implements. The others are refused, because storing a flag
-/// whose order or layout the engine does not apply would misrepresent the data.
-fn supported_flags() -> u32 {
-    DbFlags::REVERSE_KEY.bits() | DbFlags::INTEGER_KEY.bits() | dup_sort_bits()
-}
-
-/// DUPSORT once the engine implements sorted duplicates; until then a dupsort database is
-/// refused by name (the engine would keep one value per key).
-fn dup_sort_bits() -> u32 {
-    0
-}
+/// Every flag LMDB's dump format names (and the engine implements).
+const SUPPORTED_FLAGS: u32 = DbFlags::REVERSE_KEY.bits()
+    | DbFlags::DUP_SORT.bits()
+    | DbFlags::INTEGER_KEY.bits()
+    | DbFlags::DUP_FIXED.bits()
+    | DbFlags::INTEGER_DUP.bits()
+    | DbFlags::REVERSE_DUP.bits();
 
 /// Counts the bytes read, for the progress bar.
 struct Counting<R> {
@@ -233,16 +230,12 @@ impl Loader<'_> {
         let label = name.clone().unwrap_or_else(|| "(main)".into());
         let at = h.end_line;
         let input_err = |msg: String| CliError::Input { line: at, msg };
-        let unsupported = h.flags & !supported_flags();
+        // The reader only sets named flags; this guards against the two lists drifting apart.
+        let unsupported = h.flags & !SUPPORTED_FLAGS;
         if unsupported != 0 {
             return Err(input_err(format!(
-                "database {label}: {} not supported by Cairn{}",
-                flag_names(unsupported).join(", "),
-                if unsupported & dumpfmt::DUPSORT != 0 {
-                    " yet (sorted duplicates are in progress)"
-                } else {
-                    ""
-                }
+                "database {label}: {} not supported by Cairn",
+                flag_names(unsupported).join(", ")
             )));
         }
         let want = DbFlags::from_bits_retain(h.flags);
@@ -263,10 +256,20 @@ impl Loader<'_> {
             .map_err(|e| input_err(format!("database {label}: {e}")))?;
         self.made.insert(name);
         let mut append = true;
-        let plain = if self.a.no_overwrite {
-            PutFlags::NO_OVERWRITE
+        let dups = want.contains(DbFlags::DUP_SORT);
+        // In a dupsort database -N skips the pairs that exist (LMDB's NOOVERWRITE would also
+        // skip every further value of a key, losing the dump's own duplicates).
+        let plain = match (self.a.no_overwrite, dups) {
+            (false, _) => PutFlags::empty(),
+            (true, false) => PutFlags::NO_OVERWRITE,
+            (true, true) => PutFlags::NO_DUP_DATA,
+        };
+        // Sorted input goes in at the end: past the last key, or past the last value of the
+        // last key in a dupsort database.
+        let at_end = if dups {
+            PutFlags::APPEND | PutFlags::APPEND_DUP
         } else {
-            PutFlags::empty()
+            PutFlags::APPEND
         };
         while let Some((k, v)) = rd.next_pair(h.format).map_err(parse_err)? {
             // The key is on the line before its value.
@@ -276,7 +279,7 @@ impl Loader<'_> {
                 msg: format!("database {label}: {e}"),
             };
             let mut r = if append {
-                w.put(db, &k, &v, PutFlags::APPEND)
+                w.put(db, &k, &v, at_end)
             } else {
                 w.put(db, &k, &v, plain)
             };
@@ -285,7 +288,7 @@ impl Loader<'_> {
                     return Err(CliError::Input {
                         line,
                         msg: format!(
-                            "database {label}: key not greater than the one before it (-a needs sorted input)"
+                            "database {label}: record out of order (-a needs sorted input: keys ascending, and values ascending under a dupsort key)"
                         ),
                     });
                 }

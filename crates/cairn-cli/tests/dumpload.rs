@@ -15,7 +15,11 @@ fn s(p: &Path) -> &str {
 fn contents_strategy() -> impl Strategy<Value = Contents> {
     (
         db_strategy(0),
-        proptest::collection::btree_map("[a-z][a-z0-9 _.=-]{0,12}", db_strategy(0), 0..4),
+        proptest::collection::btree_map(
+            "[a-z][a-z0-9 _.=-]{0,12}",
+            prop_oneof![db_strategy(0), dup_strategy()],
+            0..4,
+        ),
     )
         .prop_map(|(main, named)| {
             let mut c = Contents::new();
@@ -288,10 +292,10 @@ fn malformed() -> Vec<(&'static str, String, u64, &'static str)> {
             "too long",
         ),
         (
-            "unsupported flag",
+            "dup flag without dupsort",
             "VERSION=3\ndatabase=f\ndupfixed=1\nHEADER=END\nDATA=END\n".into(),
             4,
-            "dupfixed",
+            "need DUP_SORT",
         ),
         (
             "flags differ from the existing database",
@@ -351,14 +355,75 @@ fn unknown_header_keywords_are_warned_about() {
     );
 }
 
-/// Sorted duplicates: refused by name until the engine implements them.
+/// Every dup flag combination survives dump and load, every pair in the engine's order.
 #[test]
-fn dupsort_is_refused_clearly_until_supported() {
+fn dup_flags_round_trip() {
     let dir = tempfile::tempdir().unwrap();
-    let text = "VERSION=3\ndatabase=d\nduplicates=1\ndupsort=1\nHEADER=END\n 61\n 31\n 61\n 32\nDATA=END\n";
-    let e = fails(&["load", s(dir.path())], text.as_bytes());
-    assert!(e.contains("line 5:") && e.contains("dupsort"), "{e}");
-    assert!(!dir.path().join("data.cairn").exists());
+    let src = dir.path().join("src");
+    let sets = [
+        0x04u32,
+        0x04 | 0x10,
+        0x04 | 0x20,
+        0x04 | 0x40,
+        0x04 | 0x10 | 0x20,
+        0x04 | 0x02,
+    ];
+    {
+        let env = cairn::Env::open(&src).unwrap();
+        let mut w = env.write_txn().unwrap();
+        for flags in sets {
+            let name = format!("d{flags:02x}");
+            let f = cairn::DbFlags::from_bits_retain(flags) | cairn::DbFlags::CREATE;
+            let db = w.create_db(Some(&name), f).unwrap();
+            for k in 0..40u32 {
+                // Values of one size (DUPFIXED), native integers (INTEGERDUP), in a scrambled
+                // order; one key with a single value.
+                let n = if k == 7 { 1 } else { 1 + k % 9 };
+                for j in 0..n {
+                    let v = (u64::from(j).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ u64::from(k))
+                        .to_le_bytes();
+                    w.put(
+                        db,
+                        format!("key{k:03}").as_bytes(),
+                        &v,
+                        cairn::PutFlags::empty(),
+                    )
+                    .unwrap();
+                }
+            }
+        }
+        w.commit().unwrap();
+    }
+    let want = read(&src);
+    assert_eq!(want.len(), sets.len());
+    for print in [false, true] {
+        let mut args = vec!["dump", "-a"];
+        if print {
+            args.push("-p");
+        }
+        let text = ok(&[&args[..], &[s(&src)]].concat(), b"");
+        for flags in sets {
+            let t = String::from_utf8_lossy(&text).into_owned();
+            let block = t.split(&format!("database=d{flags:02x}\n")).nth(1).unwrap();
+            assert!(block.contains("duplicates=1\n"), "{flags:#x}");
+            for name in cairn_cli::dumpfmt::flag_names(flags) {
+                assert!(block
+                    .split("HEADER=END")
+                    .next()
+                    .unwrap()
+                    .contains(&format!("{name}=1\n")));
+            }
+        }
+        let dst = dir.path().join(format!("dst{print}"));
+        ok(&["load", s(&dst)], &text);
+        assert_eq!(read(&dst), want);
+        assert_eq!(ok(&[&args[..], &[s(&dst)]].concat(), b""), text);
+        // -N twice: the second load finds every pair and skips it, duplicates included.
+        let again = dir.path().join(format!("again{print}"));
+        ok(&["load", "-N", s(&again)], &text);
+        ok(&["load", "-N", s(&again)], &text);
+        assert_eq!(read(&again), want);
+    }
 }
 
 /// Dump text of a dupsort database "d": for each key, its values written in `order`.
@@ -391,7 +456,6 @@ fn dumpfmt_item(out: &mut Vec<u8>, bytes: &[u8], print: bool) {
 /// Sorted duplicates round-trip: values come back sorted under their key, header flags kept,
 /// in both forms, whether the input was sorted (appended) or not.
 #[test]
-#[ignore = "sorted duplicates (DUP_SORT) have not landed in the engine yet"]
 fn dupsort_round_trip() {
     for print in [false, true] {
         let dir = tempfile::tempdir().unwrap();

@@ -87,14 +87,17 @@ fn dump_text(c: &Contents, format: Format) -> Vec<u8> {
 }
 
 fn named_strategy() -> impl Strategy<Value = Contents> {
-    proptest::collection::btree_map("[a-z][a-z0-9_.-]{0,12}", db_strategy(1), 1..4).prop_map(
-        |named| {
-            named
-                .into_iter()
-                .map(|(k, (f, recs))| (Some(k), (f, normalize(f, &recs))))
-                .collect()
-        },
+    proptest::collection::btree_map(
+        "[a-z][a-z0-9_.-]{0,12}",
+        prop_oneof![db_strategy(1), dup_strategy()],
+        1..4,
     )
+    .prop_map(|named| {
+        named
+            .into_iter()
+            .map(|(k, (f, recs))| (Some(k), (f, normalize(f, &recs))))
+            .collect()
+    })
 }
 
 fn main_strategy() -> impl Strategy<Value = Contents> {
@@ -158,9 +161,14 @@ proptest! {
 
     /// cairn dump -a -> mdb_load, then LMDB's mdb_dump shows every record and flag.
     #[test]
-    fn cairn_dump_loads_into_lmdb(named in named_strategy(), main in main_strategy(), print in any::<bool>()) {
+    fn cairn_dump_loads_into_lmdb(named in named_strategy(), mut main in main_strategy(), print in any::<bool>()) {
         if !lmdb_tools() {
             return Ok(());
+        }
+        // LMDB keeps database names as keys of its main database (mdb_load fails with
+        // MDB_INCOMPATIBLE on a clash); Cairn's catalog is separate, so only LMDB needs this.
+        for (_, recs) in main.values_mut() {
+            recs.retain(|(k, _)| !named.contains_key(&Some(String::from_utf8_lossy(k).into_owned())));
         }
         let dir = tempfile::tempdir().unwrap();
         let src = dir.path().join("cairn");
@@ -305,7 +313,6 @@ fn plain_text_mode_matches_mdb_load() {
 
 /// Sorted duplicates both ways. Runs once the engine implements DUP_SORT.
 #[test]
-#[ignore = "sorted duplicates (DUP_SORT) have not landed in the engine yet"]
 fn dupsort_round_trip_both_ways() {
     if !lmdb_tools() {
         return;

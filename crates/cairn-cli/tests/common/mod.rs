@@ -8,8 +8,11 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+/// A key and its value (or, for the order, their sort keys).
+pub type Pair = (Vec<u8>, Vec<u8>);
+
 /// One database: flags and records in order.
-pub type Db = (u32, Vec<(Vec<u8>, Vec<u8>)>);
+pub type Db = (u32, Vec<Pair>);
 
 /// Contents of an environment: database name (None = main) to its database.
 pub type Contents = BTreeMap<Option<String>, Db>;
@@ -128,23 +131,59 @@ pub fn read(path: &Path) -> Contents {
     out
 }
 
-/// Sorted, deduplicated records in the order a database with `flags` keeps them.
-pub fn normalize(flags: u32, recs: &[(Vec<u8>, Vec<u8>)]) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let mut m: BTreeMap<Vec<u8>, (Vec<u8>, Vec<u8>)> = BTreeMap::new();
+/// Sort key of a key or value under an integer flag (`int`) or a reverse flag (`rev`).
+fn order_key(b: &[u8], int: bool, rev: bool) -> Vec<u8> {
+    if int {
+        // Native unsigned integers, 4 or 8 bytes (tests use one width per database).
+        let mut a = [0u8; 8];
+        a[..b.len()].copy_from_slice(b);
+        u64::from_le_bytes(a).to_be_bytes().to_vec()
+    } else if rev {
+        b.iter().rev().copied().collect()
+    } else {
+        b.to_vec()
+    }
+}
+
+/// Records in the order a database with `flags` keeps them: one value per key (the last one
+/// put) or, with DUPSORT, every distinct pair, values sorted under their key.
+pub fn normalize(flags: u32, recs: &[Pair]) -> Vec<Pair> {
+    let dups = flags & 0x04 != 0;
+    let mut m: BTreeMap<Pair, Pair> = BTreeMap::new();
     for (k, v) in recs {
-        let sort_key = if flags & 0x08 != 0 {
-            // Native unsigned integers, 4 or 8 bytes (tests use one width per database).
-            let mut a = [0u8; 8];
-            a[..k.len()].copy_from_slice(k);
-            u64::from_le_bytes(a).to_be_bytes().to_vec()
-        } else if flags & 0x02 != 0 {
-            k.iter().rev().copied().collect()
+        let kk = order_key(k, flags & 0x08 != 0, flags & 0x02 != 0);
+        let vk = if dups {
+            order_key(v, flags & 0x20 != 0, flags & 0x40 != 0)
         } else {
-            k.clone()
+            Vec::new()
         };
-        m.insert(sort_key, (k.clone(), v.clone()));
+        m.insert((kk, vk), (k.clone(), v.clone()));
     }
     m.into_values().collect()
+}
+
+/// One random DUPSORT database (with DUPFIXED, INTEGERDUP or REVERSEDUP or none): a few keys,
+/// many values each, values within LMDB's 511-byte limit for duplicates.
+pub fn dup_strategy() -> impl proptest::strategy::Strategy<Value = Db> {
+    use proptest::prelude::*;
+    let flags = prop_oneof![
+        Just(0x04u32),
+        Just(0x14),
+        Just(0x24),
+        Just(0x44),
+        Just(0x34)
+    ];
+    flags.prop_flat_map(|flags| {
+        let val = if flags & 0x20 != 0 {
+            any::<u64>().prop_map(|v| v.to_le_bytes().to_vec()).boxed()
+        } else if flags & 0x10 != 0 {
+            proptest::collection::vec(any::<u8>(), 16..=16).boxed()
+        } else {
+            proptest::collection::vec(any::<u8>(), 1..100).boxed()
+        };
+        let key = proptest::collection::vec(0u8..4, 1..3);
+        (Just(flags), proptest::collection::vec((key, val), 0..150))
+    })
 }
 
 /// One random database: flags (none, reversekey or integerkey) and up to 150 records with keys
