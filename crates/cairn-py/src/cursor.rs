@@ -208,6 +208,13 @@ impl Cursor {
 
 /// Moves a slot's cursor one step.
 fn move_slot(sl: &mut Slot, s: Step) -> PyResult<bool> {
+    Ok(step_entry(sl, s)?.is_some())
+}
+
+/// Moves a slot's cursor one step; returns the entry it lands on (valid while the
+/// transaction lock is held).
+#[inline]
+fn step_entry(sl: &mut Slot, s: Step) -> PyResult<Option<(&'static [u8], &'static [u8])>> {
     let c = sl.cur.as_mut().expect("live");
     let r = match s {
         Step::First => c.first(),
@@ -219,8 +226,9 @@ fn move_slot(sl: &mut Slot, s: Step) -> PyResult<bool> {
         Step::NextNodup => c.next_nodup(),
         Step::PrevNodup => c.prev_nodup(),
     };
-    sl.valid = r.map_err(errors::map)?.is_some();
-    Ok(sl.valid)
+    let e = r.map_err(errors::map)?;
+    sl.valid = e.is_some();
+    Ok(e)
 }
 
 #[pymethods]
@@ -707,11 +715,20 @@ impl Iter {
             let mut g = c.lock()?;
             if self.started.swap(true, Ordering::Relaxed) {
                 let sl = c.slot(&mut g)?;
-                if !sl.valid || !move_slot(sl, self.step)? {
+                if !sl.valid {
                     return Ok(None);
                 }
+                // The step's own entry: no second decode of the position.
+                match step_entry(sl, self.step)? {
+                    None => return Ok(None),
+                    Some((k, v)) => Some((
+                        self.keys.then(|| grab(py, &c.shared, k)),
+                        self.values.then(|| grab(py, &c.shared, v)),
+                    )),
+                }
+            } else {
+                c.current(py, &mut g, self.keys, self.values)?
             }
-            c.current(py, &mut g, self.keys, self.values)?
         };
         Ok(match cur {
             None => None,

@@ -89,7 +89,20 @@ pub struct Environment {
     dbs: Mutex<HashMap<Vec<u8>, Py<PyDatabase>>>,
 }
 
+impl Drop for Environment {
+    fn drop(&mut self) {
+        // As py-lmdb's __del__: an environment nobody references any more is closed, which
+        // also lets this process open its path again.
+        Python::attach(|py| self.close(py));
+    }
+}
+
 impl Environment {
+    /// Whether `close` has run.
+    pub(crate) fn is_closed(&self) -> bool {
+        lock(&self.core).is_none()
+    }
+
     pub(crate) fn core(&self) -> PyResult<Arc<EnvCore>> {
         lock(&self.core).clone().ok_or_else(closed)
     }

@@ -101,6 +101,12 @@ impl Transaction {
             core: core.clone(),
         });
         core.track(&shared);
+        if e.is_closed() {
+            // `close` ran while this transaction was beginning (a write transaction waits
+            // without the GIL): it would escape the close, so it ends here.
+            shared.end_root(py, false)?;
+            return Err(closed());
+        }
         Ok(Transaction {
             shared,
             depth: 0,
@@ -477,5 +483,6 @@ pub(crate) fn pair<'py>(
     a: Bound<'py, PyAny>,
     b: Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyTuple>> {
-    PyTuple::new(py, [a, b])
+    // The fixed-size conversion fills a new tuple directly (no iterator protocol).
+    (a, b).into_pyobject(py)
 }

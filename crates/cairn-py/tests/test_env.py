@@ -100,6 +100,43 @@ def test_double_open_refused(tmp_path):
     cairn.open(p).close()
 
 
+def test_dropped_environment_closes(tmp_path):
+    import gc
+
+    p = str(tmp_path / "drop")
+    env = cairn.open(p)
+    t = env.begin(write=True)
+    t.put(b"a", b"1")
+    del env, t
+    gc.collect()
+    with cairn.open(p) as env2:
+        assert env2.begin().get(b"a") is None
+        with env2.begin(write=True) as t:
+            t.put(b"b", b"2")
+
+
+def test_close_while_a_writer_waits(tmp_path):
+    env = cairn.open(str(tmp_path / "cw"))
+    first = env.begin(write=True)
+    out = []
+
+    def waiter():
+        try:
+            env.begin(write=True)
+            out.append("began")
+        except cairn.Error as e:
+            out.append(type(e))
+
+    th = threading.Thread(target=waiter)
+    th.start()
+    th.join(0.3)
+    env.close()  # aborts `first`, which lets the waiter's begin proceed on a closed env
+    th.join(10)
+    assert out == [cairn.Error]
+    with pytest.raises(cairn.Error):
+        first.put(b"a", b"b")
+
+
 def test_flags_reports_options(tmp_path):
     with cairn.open(str(tmp_path / "f"), sync=False, metasync=False, writemap=True,
                     map_async=True, readahead=False, meminit=False, lock=True) as env:
