@@ -9,7 +9,7 @@
 use crate::cli::DumpArgs;
 use crate::dumpfmt::{self, Format, Header};
 use crate::progress::{self, Progress};
-use crate::{CliResult, Context, EnvPath};
+use crate::{CliError, CliResult, Context, EnvPath};
 use cairn::{Env, RoTxn};
 use std::io::{BufWriter, Write};
 
@@ -46,6 +46,12 @@ pub fn dump_env(env: &Env, a: &DumpArgs, out: &mut dyn Write, show: bool) -> Cli
     let names = r.db_names().ctx(|| "listing databases".into())?;
     let w = || "writing the dump".to_string();
     if a.list {
+        // mdb_dump -l fails when there is nothing to list; scripts may test for that.
+        if names.is_empty() {
+            return Err(CliError::Usage(
+                "the environment does not contain named databases".into(),
+            ));
+        }
         for n in &names {
             writeln!(out, "{n}").ctx(w)?;
         }

@@ -90,6 +90,10 @@ fn header_is_mdb_dumps() {
     // -l lists names; -f writes a file.
     let names = ok(&["dump", "-l", s(dir.path())], b"");
     assert_eq!(names, b"ints\nrev\n");
+    // As with mdb_dump, listing an environment without named databases fails.
+    let plain = dir.path().join("plain");
+    ok(&["load", "-T", s(&plain)], b"k\nv\n");
+    assert!(fails(&["dump", "-l", s(&plain)], b"").contains("does not contain named databases"));
     let f = dir.path().join("out.txt");
     assert!(ok(&["dump", "-s", "ints", "-f", s(&f), s(dir.path())], b"").is_empty());
     assert_eq!(std::fs::read_to_string(&f).unwrap(), text);
