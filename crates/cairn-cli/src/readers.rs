@@ -47,7 +47,8 @@ pub fn print_table(rs: &[ReaderInfo], out: &mut dyn Write) -> std::io::Result<()
         } else {
             r.txnid.to_string()
         };
-        writeln!(out, "{:10} {:>10x} {txnid:>9}", r.pid, r.thread)?;
+        // mdb_reader_list's "%10d %zx %s" exactly: scripts split these lines on spaces.
+        writeln!(out, "{:10} {:x} {txnid}", r.pid, r.thread)?;
     }
     Ok(())
 }

@@ -340,3 +340,25 @@ fn dupsort_round_trip_both_ways() {
         parse_dump(&ldump)
     );
 }
+
+/// `cairn stat -efrra` prints `mdb_stat -efrra`'s sections and labels in the same order.
+#[test]
+fn stat_layout_matches_mdb_stat() {
+    if !lmdb_tools() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_, src, l) = sample_in_both(dir.path());
+    let layout = |t: &[u8]| -> Vec<String> {
+        String::from_utf8_lossy(t)
+            .lines()
+            .map(|line| match line.split_once(": ") {
+                Some((label, _)) => format!("{label}: N"),
+                None => line.to_string(),
+            })
+            .collect()
+    };
+    let ours = layout(&ok(&["stat", "-efrra", s(&src)], b""));
+    let theirs = layout(&lmdb("mdb_stat", &["-efrra", s(&l)], b""));
+    assert_eq!(ours, theirs);
+}
