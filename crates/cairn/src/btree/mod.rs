@@ -54,6 +54,13 @@ pub fn tree_page<S: PageSource + ?Sized>(src: &S, pgno: u64) -> Result<format::P
 /// The value of a leaf node, following an overflow reference if needed.
 #[inline]
 pub fn node_value<'a, S: PageSource + ?Sized>(src: &'a S, n: &Node<'a>) -> Result<&'a [u8]> {
+    // Sorted-duplicate nodes are read through `dups`; met here, the file lies about its
+    // database's flags (LMDB's CVE-2019-16227).
+    if n.is_dups() {
+        return Err(Error::corrupted(
+            "sorted-duplicates node read as a single value (database without DUPSORT?)",
+        ));
+    }
     if !n.is_big() {
         return Ok(n.val);
     }
