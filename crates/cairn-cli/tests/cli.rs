@@ -321,7 +321,7 @@ fn terminal_gets_a_progress_bar() {
     {
         let env = Env::open(dir.path().join("db")).unwrap();
         let mut w = env.write_txn().unwrap();
-        for i in 0..300_000u32 {
+        for i in 0..50_000u32 {
             w.put(
                 env.main_db(),
                 &i.to_be_bytes(),
@@ -339,11 +339,40 @@ fn terminal_gets_a_progress_bar() {
         s(&dump),
         s(&dir.path().join("db"))
     );
-    let o = std::process::Command::new("script")
-        .args(["-qec", &cmd, "/dev/null"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let text = String::from_utf8_lossy(&o.stdout);
+    let on_tty = |cmd: &str| -> String {
+        let o = std::process::Command::new("script")
+            .args(["-qec", cmd, "/dev/null"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let text = on_tty(&cmd);
     assert!(text.contains("dumping"), "no progress bar drawn: {text:?}");
+    let cmd = format!(
+        "{} load -f {} {}",
+        env!("CARGO_BIN_EXE_cairn"),
+        s(&dump),
+        s(&dir.path().join("loaded"))
+    );
+    let text = on_tty(&cmd);
+    assert!(text.contains("loading"), "no progress bar drawn: {text:?}");
+    // -q keeps the terminal quiet.
+    let cmd = format!("{cmd}2 -q");
+    assert_eq!(on_tty(&cmd), "");
+}
+
+#[test]
+fn n_names_the_data_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("db.cairn");
+    ok(&["load", "-n", "-T", "-s", "t", s(&file)], b"k\nv\n");
+    assert!(file.is_file());
+    let out = String::from_utf8(ok(&["stat", "-n", "-s", "t", s(&file)], b"")).unwrap();
+    assert!(out.contains("  Entries: 1\n"), "{out}");
+    ok(&["check", "-n", s(&file)], b"");
+    let d = String::from_utf8(ok(&["dump", "-n", "-p", "-s", "t", s(&file)], b"")).unwrap();
+    assert!(d.ends_with("HEADER=END\n k\n v\nDATA=END\n"), "{d}");
+    ok(&["drop", "-n", "-d", "-s", "t", s(&file)], b"");
+    assert!(read(&file).is_empty());
 }
