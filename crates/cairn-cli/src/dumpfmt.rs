@@ -269,6 +269,13 @@ impl<R: BufRead> Reader<R> {
         if complete {
             self.buf.pop();
         }
+        // Dumps escape every control byte, so a carriage return can only come from an editor
+        // that saved the file with Windows line endings; say so rather than "not hex".
+        if !self.plain && self.buf.last() == Some(&b'\r') {
+            return self.err(
+                "line ends with a carriage return (Windows line endings: convert the file to LF)",
+            );
+        }
         Ok(Some(complete))
     }
 
@@ -585,6 +592,13 @@ mod tests {
         let mut out = Vec::new();
         encode_item(&mut out, Format::Print, b"a\\b\n\x7f~ ", true);
         assert_eq!(out, b"a\\5cb\\0a\\7f~ \n");
+    }
+
+    #[test]
+    fn windows_line_endings_are_named() {
+        let (line, msg) = line_err(Reader::new(&b"VERSION=3\r\nHEADER=END\r\n"[..]).next_header());
+        assert_eq!(line, 1);
+        assert!(msg.contains("carriage return"), "{msg}");
     }
 
     #[test]
