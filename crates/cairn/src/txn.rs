@@ -734,6 +734,11 @@ impl PageSource for RwTxn<'_> {
 }
 
 impl PageWriter for RwTxn<'_> {
+    #[inline]
+    fn is_dirty(&self, pgno: u64) -> bool {
+        self.dirty.contains_key(&pgno)
+    }
+
     fn touch(&mut self, pgno: u64) -> Result<u64> {
         if self.dirty.contains_key(&pgno) {
             self.save_for_frame(pgno);

@@ -199,6 +199,36 @@ impl Position {
         Ok(Some((n.key, node_value(src, &n)?)))
     }
 
+    /// Steps forward (or backward) and returns the key there, reading the leaf once when the
+    /// step stays in it (sorted-duplicates sub-trees walk their values this way). None (and
+    /// unpositioned) at the end.
+    #[inline]
+    pub fn step_key<'a, S: PageSource + ?Sized>(
+        &mut self,
+        src: &'a S,
+        fwd: bool,
+    ) -> Result<Option<&'a [u8]>> {
+        if let Some(&(pgno, i)) = self.stack.last() {
+            let p = tree_page(src, pgno)?;
+            let j = if fwd && i + 1 < p.nkeys() {
+                Some(i + 1)
+            } else if !fwd && i > 0 && i <= p.nkeys() {
+                Some(i - 1)
+            } else {
+                None
+            };
+            if let Some(j) = j {
+                self.stack.last_mut().expect("nonempty").1 = j;
+                return Ok(Some(p.key(j)?));
+            }
+        }
+        if self.step(src, fwd)? {
+            Ok(self.current(src)?.map(|(k, _)| k))
+        } else {
+            Ok(None)
+        }
+    }
+
     /// The leaf page and slot (for in-place operations).
     pub fn leaf(&self) -> Option<(u64, usize)> {
         self.stack.last().copied()

@@ -43,6 +43,12 @@ pub trait PageWriter: PageSource {
     fn alloc(&mut self, span: u64) -> Result<u64>;
     /// Frees `span` pages starting at `pgno`.
     fn free(&mut self, pgno: u64, span: u64) -> Result<()>;
+    /// Whether `pgno` is already writable in this transaction. A dirty page is reachable only
+    /// through dirty pages (its parent was rewritten to point at it), so a change made in place
+    /// needs no copy up the path. The default (false) is always safe.
+    fn is_dirty(&self, _pgno: u64) -> bool {
+        false
+    }
 }
 
 /// A tree-page view of `pgno`.
