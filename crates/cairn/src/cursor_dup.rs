@@ -220,19 +220,17 @@ impl<'t> DupIter<'t> {
         } else {
             (&mut self.back, &mut self.started.1)
         };
-        if *started {
-            let moved = if fwd {
-                pos.next_dup(self.src)?
-            } else {
-                pos.prev_dup(self.src)?
-            };
-            if !moved {
-                return Err(crate::Error::corrupted("value count exceeds the values"));
-            }
+        let v = if *started {
+            pos.step_dup_value(self.src, fwd)?
+        } else {
+            *started = true;
+            pos.current_value(self.src)?
+        };
+        if v.is_none() {
+            return Err(crate::Error::corrupted("value count exceeds the values"));
         }
-        *started = true;
         self.left -= 1;
-        Ok(pos.current(self.src)?.map(|(_, v)| v))
+        Ok(v)
     }
 }
 

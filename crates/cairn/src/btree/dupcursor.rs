@@ -198,6 +198,44 @@ impl DupPos {
         }
     }
 
+    /// Steps to the next (or previous) value of the current key and returns it; None
+    /// (position kept) at its last (first) value. In a sub-tree this reads one page a step.
+    #[inline]
+    pub fn step_dup_value<'a, S: PageSource + ?Sized>(
+        &mut self,
+        src: &'a S,
+        fwd: bool,
+    ) -> Result<Option<&'a [u8]>> {
+        if self.at != At::Tree {
+            if self.step_dup(src, fwd, true)? {
+                return Ok(self.current(src)?.map(|(_, v)| v));
+            }
+            return Ok(None);
+        }
+        let v = self.sub.step_key(src, fwd)?;
+        if v.is_none() {
+            let r = self.sub_rec;
+            if fwd {
+                self.sub.last(src, &r)?;
+            } else {
+                self.sub.first(src, &r)?;
+            }
+        }
+        Ok(v)
+    }
+
+    /// The value under the cursor.
+    #[inline]
+    pub fn current_value<'a, S: PageSource + ?Sized>(
+        &self,
+        src: &'a S,
+    ) -> Result<Option<&'a [u8]>> {
+        if self.at == At::Tree {
+            return Ok(self.sub.current(src)?.map(|(k, _)| k));
+        }
+        Ok(self.current(src)?.map(|(_, v)| v))
+    }
+
     /// First value of the current key.
     pub fn first_dup<S: PageSource + ?Sized>(&mut self, src: &S) -> Result<bool> {
         let ok = self.main.is_set();

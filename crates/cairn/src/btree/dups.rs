@@ -210,6 +210,29 @@ fn write_sub<W: PageWriter + ?Sized>(
     Ok(())
 }
 
+/// Stores sub-tree record `sub` as `key`'s node, which sits at slot `at.1` of leaf `at.0`
+/// (found before the sub-tree changed, which leaves main-tree pages alone): in place when that
+/// leaf is already dirty, the common case of many values put in one transaction.
+fn update_sub<W: PageWriter + ?Sized>(
+    w: &mut W,
+    rec: &mut DbRecord,
+    kcmp: &KeyCmp,
+    key: &[u8],
+    (pgno, i): (u64, usize),
+    sub: &DbRecord,
+) -> Result<()> {
+    if !w.is_dirty(pgno) {
+        return write_sub(w, rec, kcmp, key, sub);
+    }
+    let mut pm = format::PageMut::new(w.page_mut(pgno)?);
+    let area = pm.value_area_mut(i)?;
+    if area.len() != SUBTREE_REC {
+        return Err(Error::corrupted("sub-tree node moved (internal)"));
+    }
+    area.copy_from_slice(&sub.to_bytes());
+    Ok(())
+}
+
 /// Builds a sub-tree holding the values of the inline set `set` (sorted), appending.
 fn build_subtree<W: PageWriter + ?Sized>(
     w: &mut W,
@@ -350,7 +373,7 @@ pub fn put<W: PageWriter + ?Sized>(
             // record must follow its new root in every case.
             add_pages(rec, &before, &sub);
             if sub != before {
-                write_sub(w, rec, kcmp, key, &sub)?;
+                update_sub(w, rec, kcmp, key, (pgno, i), &sub)?;
             }
             if out? == insert::Outcome::Exists {
                 return exists(f);
@@ -394,7 +417,7 @@ fn shrink<W: PageWriter + ?Sized>(
     rec: &mut DbRecord,
     kcmp: &KeyCmp,
     key: &[u8],
-    sub: DbRecord,
+    (sub, at): (DbRecord, (u64, usize)),
     ord: &DupOrder,
     scratch: &mut Vec<u8>,
 ) -> Result<()> {
@@ -432,7 +455,7 @@ fn shrink<W: PageWriter + ?Sized>(
             return Ok(());
         }
     }
-    write_sub(w, rec, kcmp, key, &sub)
+    update_sub(w, rec, kcmp, key, at, &sub)
 }
 
 /// Deletes the pair `key`/`val`; false if it was absent (nothing changed then).
@@ -482,7 +505,7 @@ pub fn delete_pair<W: PageWriter + ?Sized>(
                 return Ok(false);
             }
             add_pages(rec, &before, &sub);
-            shrink(w, rec, kcmp, key, sub, &ord, scratch)?;
+            shrink(w, rec, kcmp, key, (sub, (pgno, i)), &ord, scratch)?;
         }
     }
     rec.entries = rec.entries.saturating_sub(1);
