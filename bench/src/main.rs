@@ -5,6 +5,7 @@
 //! its peak RSS is its own; the child writes its figures as JSON into a file the parent reads.
 //! See bench/README.md.
 
+mod dups;
 mod engines;
 mod plot;
 mod report;
@@ -194,7 +195,14 @@ fn parent(cli: &Cli) -> Result<()> {
         bail!("no configuration selected");
     }
     let exe = std::env::current_exe()?;
-    let total = suites.len() * configs.len();
+    // The dups suite runs only on the engines that have sorted duplicates.
+    let runs_on = |suite: Suite, cfg: &Config| {
+        suite != Suite::Dups || engines::DUP_ENGINES.contains(&cfg.engine)
+    };
+    let total = suites
+        .iter()
+        .map(|&s| configs.iter().filter(|c| runs_on(s, c)).count())
+        .sum::<usize>();
     let start = Instant::now();
     let mut runs = Vec::new();
     let mut failures = Vec::new();
@@ -208,7 +216,7 @@ fn parent(cli: &Cli) -> Result<()> {
     );
     let mut done = 0;
     for &suite in &suites {
-        for cfg in &configs {
+        for cfg in configs.iter().filter(|c| runs_on(suite, c)) {
             done += 1;
             eprint!("[{done:2}/{total}] {:8} {:15} ", suite.id(), cfg.id);
             let t = Instant::now();

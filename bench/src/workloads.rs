@@ -77,16 +77,19 @@ pub enum Suite {
     Redb,
     /// ioarena's CRUD transaction: put b, put a, delete b, get a.
     Crud,
+    /// Sorted duplicates (DUPSORT): N pairs over 1,000 keys (`dups.rs`).
+    Dups,
 }
 
 impl Suite {
-    pub const ALL: [Suite; 3] = [Suite::DbBench, Suite::Redb, Suite::Crud];
+    pub const ALL: [Suite; 4] = [Suite::DbBench, Suite::Redb, Suite::Crud, Suite::Dups];
 
     pub fn id(self) -> &'static str {
         match self {
             Suite::DbBench => "dbbench",
             Suite::Redb => "redb",
             Suite::Crud => "crud",
+            Suite::Dups => "dups",
         }
     }
 
@@ -99,6 +102,7 @@ impl Suite {
             Suite::DbBench => "LMDB db_bench set (16-byte `%016d` keys, 100-byte values)",
             Suite::Redb => "redb benchmark phases (24-byte random keys, 150-byte random values)",
             Suite::Crud => "ioarena CRUD transaction (16-byte keys, 32-byte values)",
+            Suite::Dups => "sorted duplicates: N pairs over 1,000 keys (16-byte keys and values)",
         }
     }
 }
@@ -122,7 +126,7 @@ pub struct Output {
 }
 
 impl Output {
-    fn rate(&mut self, id: &str, label: String, ops: u64, elapsed: Duration) {
+    pub(crate) fn rate(&mut self, id: &str, label: String, ops: u64, elapsed: Duration) {
         let secs = elapsed.as_secs_f64();
         let value = if secs > 0.0 {
             ops as f64 / secs
@@ -139,7 +143,7 @@ impl Output {
         });
     }
 
-    fn size(&mut self, id: &str, label: String, bytes: u64) {
+    pub(crate) fn size(&mut self, id: &str, label: String, bytes: u64) {
         self.figures.push(Figure {
             id: id.into(),
             label,
@@ -201,20 +205,21 @@ pub fn run(suite: Suite, cfg: &Config, root: &Path, p: &Params) -> Result<Output
         Suite::DbBench => db_bench(&mut scratch, p, &mut out),
         Suite::Redb => redb_phases(&mut scratch, p, &mut out),
         Suite::Crud => crud(&mut scratch, p, &mut out),
+        Suite::Dups => crate::dups::dups(&mut scratch, p, &mut out),
     };
     result.with_context(|| format!("{} suite, phase {}", suite.id(), out.phase))?;
     Ok(out)
 }
 
 /// Hands out fresh database directories and removes them when done.
-struct Scratch<'a> {
+pub(crate) struct Scratch<'a> {
     root: PathBuf,
-    cfg: &'a Config,
+    pub(crate) cfg: &'a Config,
     next: u32,
 }
 
 impl Scratch<'_> {
-    fn fresh_dir(&mut self, what: &str) -> Result<PathBuf> {
+    pub(crate) fn fresh_dir(&mut self, what: &str) -> Result<PathBuf> {
         self.next += 1;
         let dir = self
             .root
@@ -234,7 +239,7 @@ impl Scratch<'_> {
     }
 
     /// Closes the database and deletes its directory.
-    fn discard(&self, db: Box<dyn Engine>, dir: &Path) -> Result<()> {
+    pub(crate) fn discard(&self, db: Box<dyn Engine>, dir: &Path) -> Result<()> {
         drop(db);
         std::fs::remove_dir_all(dir).with_context(|| format!("removing {dir:?}"))
     }
@@ -270,7 +275,7 @@ fn mix(mut z: u64) -> u64 {
 }
 
 /// A random permutation of `0..n`.
-fn permutation(n: u64, seed: u64) -> Vec<u32> {
+pub(crate) fn permutation(n: u64, seed: u64) -> Vec<u32> {
     assert!(n <= u32::MAX as u64);
     let mut v: Vec<u32> = (0..n as u32).collect();
     let mut rng = Rng::new(seed);
@@ -282,7 +287,7 @@ fn permutation(n: u64, seed: u64) -> Vec<u32> {
 }
 
 /// db_bench's key: the record number as 16 decimal digits.
-fn dec_key(i: u64) -> [u8; 16] {
+pub(crate) fn dec_key(i: u64) -> [u8; 16] {
     let mut k = [b'0'; 16];
     let mut x = i;
     for b in k.iter_mut().rev() {
@@ -351,7 +356,7 @@ impl Values {
 
 /// What every lookup does with the value: touch its first and last byte, as an application
 /// reading the value would (so zero-copy engines are not credited for never touching it).
-fn touch(sum: &mut u64, v: &[u8]) {
+pub(crate) fn touch(sum: &mut u64, v: &[u8]) {
     *sum = sum.wrapping_add(v.len() as u64);
     if let (Some(a), Some(b)) = (v.first(), v.last()) {
         *sum = sum.wrapping_add(*a as u64 + *b as u64);
@@ -401,7 +406,7 @@ fn get_all<K: AsRef<[u8]>>(db: &dyn Engine, keys: impl Iterator<Item = K>) -> Re
     Ok(found)
 }
 
-fn disk_bytes(dir: &Path) -> Result<u64> {
+pub(crate) fn disk_bytes(dir: &Path) -> Result<u64> {
     Ok(engines::disk_usage(dir)?.0)
 }
 

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use anyhow::Result;
-use cairn::{Database, Durability, Env, PutFlags};
+use cairn::{Database, DbFlags, Durability, Env, PutFlags};
 
 use super::{disk_usage, Engine, ReadTxn, Visit, VisitPair, WriteKind, WriteTxn};
 
@@ -13,7 +13,8 @@ pub struct Cairn {
 }
 
 impl Cairn {
-    pub fn open(dir: &Path, lazy: bool) -> Result<Cairn> {
+    /// `dups`: the main database keeps sorted duplicates (DbFlags::DUP_SORT).
+    pub fn open(dir: &Path, lazy: bool, dups: bool) -> Result<Cairn> {
         let durability = if lazy {
             Durability::Lazy
         } else {
@@ -21,6 +22,11 @@ impl Cairn {
         };
         let env = Env::options().durability(durability).open(dir)?;
         let db = env.main_db();
+        if dups {
+            let mut w = env.write_txn()?;
+            w.create_db(None, DbFlags::DUP_SORT | DbFlags::CREATE)?;
+            w.commit()?;
+        }
         Ok(Cairn { env, db })
     }
 }
@@ -54,6 +60,10 @@ impl WriteTxn for Writer<'_, '_> {
             }
             None => Ok(false),
         }
+    }
+
+    fn delete_pair(&mut self, key: &[u8], value: &[u8]) -> Result<bool> {
+        Ok(self.txn.delete_pair(self.db, key, value)?)
     }
 }
 
@@ -96,6 +106,15 @@ impl ReadTxn for Reader<'_, '_> {
         for item in self.txn.range(self.db, start..)?.take(limit) {
             let (k, v) = item?;
             f(k, v);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn dup_values(&self, key: &[u8], f: Visit<'_>) -> Result<u64> {
+        let mut n = 0;
+        for v in self.txn.iter_dup(self.db, key)? {
+            f(v?);
             n += 1;
         }
         Ok(n)

@@ -67,7 +67,8 @@ pub fn version() -> String {
 }
 
 impl Lmdb {
-    pub fn open(dir: &Path, mode: Mode) -> Result<Lmdb> {
+    /// `dups`: the main database is opened with MDB_DUPSORT.
+    pub fn open(dir: &Path, mode: Mode, dups: bool) -> Result<Lmdb> {
         let flags: c_uint = match mode {
             Mode::Durable => 0,
             Mode::NoSync => ffi::MDB_NOSYNC | ffi::MDB_NOMETASYNC,
@@ -83,7 +84,8 @@ impl Lmdb {
             check(ffi::mdb_env_open(env, path.as_ptr(), flags, 0o644))?;
             let mut txn = ptr::null_mut();
             check(ffi::mdb_txn_begin(env, ptr::null_mut(), 0, &mut txn))?;
-            let rc = ffi::mdb_dbi_open(txn, ptr::null(), 0, &mut this.dbi);
+            let dbflags = if dups { ffi::MDB_DUPSORT } else { 0 };
+            let rc = ffi::mdb_dbi_open(txn, ptr::null(), dbflags, &mut this.dbi);
             if rc != 0 {
                 ffi::mdb_txn_abort(txn);
                 check(rc)?;
@@ -184,6 +186,17 @@ impl WriteTxn for Txn {
     fn get(&mut self, key: &[u8], f: Visit<'_>) -> Result<bool> {
         Txn::get(self, key, f)
     }
+
+    fn delete_pair(&mut self, key: &[u8], value: &[u8]) -> Result<bool> {
+        let (mut k, mut v) = (val(key), val(value));
+        // SAFETY: live write txn.
+        let rc = unsafe { ffi::mdb_del(self.txn, self.dbi, &mut k, &mut v) };
+        if rc == ffi::MDB_NOTFOUND {
+            return Ok(false);
+        }
+        check(rc)?;
+        Ok(true)
+    }
 }
 
 impl ReadTxn for Txn {
@@ -208,6 +221,17 @@ impl ReadTxn for Txn {
             f,
         )?;
         Ok(n as usize)
+    }
+
+    fn dup_values(&self, key: &[u8], f: Visit<'_>) -> Result<u64> {
+        // MDB_SET_KEY, then MDB_NEXT_DUP to the key's last value.
+        self.walk(
+            ffi::MDB_SET_KEY,
+            Some(key),
+            ffi::MDB_NEXT_DUP,
+            u64::MAX,
+            &mut |_, v| f(v),
+        )
     }
 }
 

@@ -69,7 +69,8 @@ pub fn version() -> String {
 }
 
 impl Mdbx {
-    pub fn open(dir: &Path, mode: Mode) -> Result<Mdbx> {
+    /// `dups`: the main database is opened with MDBX_DUPSORT.
+    pub fn open(dir: &Path, mode: Mode, dups: bool) -> Result<Mdbx> {
         let flags = match mode {
             Mode::Durable => ffi::MDBX_SYNC_DURABLE,
             Mode::SafeNoSync => ffi::MDBX_SAFE_NOSYNC,
@@ -100,8 +101,12 @@ impl Mdbx {
                 &mut txn,
                 ptr::null_mut(),
             ))?;
-            let rc =
-                ffi::mdbx_dbi_open(txn, ptr::null(), ffi::MDBX_DB_DEFAULTS as _, &mut this.dbi);
+            let dbflags = if dups {
+                ffi::MDBX_DUPSORT | ffi::MDBX_CREATE
+            } else {
+                ffi::MDBX_DB_DEFAULTS
+            };
+            let rc = ffi::mdbx_dbi_open(txn, ptr::null(), dbflags as _, &mut this.dbi);
             if rc != 0 {
                 ffi::mdbx_txn_abort_ex(txn, ptr::null_mut());
                 check(rc)?;
@@ -202,6 +207,17 @@ impl WriteTxn for Txn {
     fn get(&mut self, key: &[u8], f: Visit<'_>) -> Result<bool> {
         Txn::get(self, key, f)
     }
+
+    fn delete_pair(&mut self, key: &[u8], value: &[u8]) -> Result<bool> {
+        let (k, v) = (val(key), val(value));
+        // SAFETY: live write txn.
+        let rc = unsafe { ffi::mdbx_del(self.txn, self.dbi, &k, &v) };
+        if rc == ffi::MDBX_NOTFOUND {
+            return Ok(false);
+        }
+        check(rc)?;
+        Ok(true)
+    }
 }
 
 impl ReadTxn for Txn {
@@ -226,6 +242,17 @@ impl ReadTxn for Txn {
             f,
         )?;
         Ok(n as usize)
+    }
+
+    fn dup_values(&self, key: &[u8], f: Visit<'_>) -> Result<u64> {
+        // MDBX_SET_KEY, then MDBX_NEXT_DUP to the key's last value.
+        self.walk(
+            ffi::MDBX_SET_KEY,
+            Some(key),
+            ffi::MDBX_NEXT_DUP,
+            u64::MAX,
+            &mut |_, v| f(v),
+        )
     }
 }
 

@@ -58,6 +58,11 @@ pub trait WriteTxn {
     fn delete(&mut self, key: &[u8]) -> Result<()>;
     /// Looks `key` up, seeing this transaction's own writes; true if found.
     fn get(&mut self, key: &[u8], f: Visit<'_>) -> Result<bool>;
+    /// Sorted duplicates (a database opened by [`open_dups`]): deletes one key/value pair;
+    /// true if it existed.
+    fn delete_pair(&mut self, _key: &[u8], _value: &[u8]) -> Result<bool> {
+        bail!("this engine has no sorted duplicates")
+    }
 }
 
 /// The operations of a read transaction.
@@ -68,6 +73,10 @@ pub trait ReadTxn {
     fn scan(&self, reverse: bool, f: VisitPair<'_>) -> Result<u64>;
     /// Visits up to `limit` pairs from the first key at or after `start`; returns how many.
     fn range_from(&self, start: &[u8], limit: usize, f: VisitPair<'_>) -> Result<usize>;
+    /// Sorted duplicates: visits every value of `key` in order; returns how many.
+    fn dup_values(&self, _key: &[u8], _f: Visit<'_>) -> Result<u64> {
+        bail!("this engine has no sorted duplicates")
+    }
 }
 
 /// How much durability a configuration gives up for speed; the rows of the report.
@@ -237,20 +246,35 @@ pub fn config(id: &str) -> Result<&'static Config> {
     }
 }
 
+/// Engines with sorted duplicates (LMDB's DUPSORT), for the dups suite.
+pub const DUP_ENGINES: &[&str] = &["cairn", "lmdb", "mdbx"];
+
 /// Opens (creating) the database of configuration `cfg` in the directory `dir`.
 pub fn open(cfg: &Config, dir: &Path) -> Result<Box<dyn Engine>> {
+    open_with(cfg, dir, false)
+}
+
+/// Opens (creating) a sorted-duplicates (DUPSORT) database of configuration `cfg`.
+pub fn open_dups(cfg: &Config, dir: &Path) -> Result<Box<dyn Engine>> {
+    if !DUP_ENGINES.contains(&cfg.engine) {
+        bail!("{} has no sorted duplicates", cfg.column);
+    }
+    open_with(cfg, dir, true)
+}
+
+fn open_with(cfg: &Config, dir: &Path, dups: bool) -> Result<Box<dyn Engine>> {
     std::fs::create_dir_all(dir)?;
     Ok(match cfg.id {
         #[cfg(feature = "cairn")]
-        "cairn-durable" => Box::new(cairn::Cairn::open(dir, false)?),
+        "cairn-durable" => Box::new(cairn::Cairn::open(dir, false, dups)?),
         #[cfg(feature = "cairn")]
-        "cairn-lazy" => Box::new(cairn::Cairn::open(dir, true)?),
-        "lmdb-durable" => Box::new(lmdb::Lmdb::open(dir, lmdb::Mode::Durable)?),
-        "lmdb-nosync" => Box::new(lmdb::Lmdb::open(dir, lmdb::Mode::NoSync)?),
-        "lmdb-writemap" => Box::new(lmdb::Lmdb::open(dir, lmdb::Mode::WriteMap)?),
-        "mdbx-durable" => Box::new(mdbx::Mdbx::open(dir, mdbx::Mode::Durable)?),
-        "mdbx-nosync" => Box::new(mdbx::Mdbx::open(dir, mdbx::Mode::SafeNoSync)?),
-        "mdbx-writemap" => Box::new(mdbx::Mdbx::open(dir, mdbx::Mode::WriteMap)?),
+        "cairn-lazy" => Box::new(cairn::Cairn::open(dir, true, dups)?),
+        "lmdb-durable" => Box::new(lmdb::Lmdb::open(dir, lmdb::Mode::Durable, dups)?),
+        "lmdb-nosync" => Box::new(lmdb::Lmdb::open(dir, lmdb::Mode::NoSync, dups)?),
+        "lmdb-writemap" => Box::new(lmdb::Lmdb::open(dir, lmdb::Mode::WriteMap, dups)?),
+        "mdbx-durable" => Box::new(mdbx::Mdbx::open(dir, mdbx::Mode::Durable, dups)?),
+        "mdbx-nosync" => Box::new(mdbx::Mdbx::open(dir, mdbx::Mode::SafeNoSync, dups)?),
+        "mdbx-writemap" => Box::new(mdbx::Mdbx::open(dir, mdbx::Mode::WriteMap, dups)?),
         "redb-durable" => Box::new(redb::Redb::open(dir, true)?),
         "redb-none" => Box::new(redb::Redb::open(dir, false)?),
         "sqlite-full" => Box::new(sqlite::Sqlite::open(dir, true)?),

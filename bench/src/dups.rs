@@ -1,0 +1,121 @@
+//! The sorted-duplicates suite (LMDB's DUPSORT; the engines of `engines::DUP_ENGINES`): the
+//! shape of OpenLDAP's indexes, many sorted values under each of a few keys.
+//!
+//! N pairs (1,000,000 in the full set) over 1,000 keys, 16-byte decimal keys and values:
+//! 1. insert every pair in random order, 10,000 pairs per write transaction;
+//! 2. iterate every key's values (SET_KEY, then NEXT_DUP to the last), in one read transaction;
+//! 3. delete half of the pairs (one key/value pair at a time) in random order, 10,000 per
+//!    transaction; then check that the other half is all there.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use anyhow::{ensure, Context, Result};
+
+use crate::engines::{self, WriteKind};
+use crate::workloads::{dec_key, disk_bytes, permutation, touch, Output, Params, Scratch};
+
+/// Keys the pairs are spread over.
+const KEYS: u64 = 1000;
+/// Pairs per write transaction.
+const BATCH: usize = 10_000;
+
+/// Pair `i`: key `i % KEYS`, value `i` (so a key's values are unique and its values interleave
+/// with every other key's in insertion order).
+fn pair(i: u64) -> ([u8; 16], [u8; 16]) {
+    (dec_key(i % KEYS), dec_key(i))
+}
+
+/// Writes the pairs of `order` with `op`, `BATCH` per transaction.
+fn batches(
+    db: &dyn engines::Engine,
+    order: &[u32],
+    op: &mut dyn FnMut(&mut dyn engines::WriteTxn, u64) -> Result<()>,
+) -> Result<()> {
+    for chunk in order.chunks(BATCH) {
+        db.write(WriteKind::Blind, &mut |w| {
+            for &i in chunk {
+                op(w, u64::from(i))?;
+            }
+            Ok(())
+        })?;
+    }
+    Ok(())
+}
+
+/// Reads every value of every key in one read transaction; returns how many.
+fn iterate(db: &dyn engines::Engine) -> Result<u64> {
+    let mut n = 0;
+    let mut sum = 0;
+    db.read(&mut |r| {
+        for k in 0..KEYS {
+            n += r.dup_values(&dec_key(k), &mut |v| touch(&mut sum, v))?;
+        }
+        Ok(())
+    })?;
+    black_box(sum);
+    Ok(n)
+}
+
+pub fn dups(s: &mut Scratch, p: &Params, out: &mut Output) -> Result<()> {
+    let n = p.records.max(KEYS);
+    out.phase = "open";
+    let dir = s.fresh_dir("dups")?;
+    let db = engines::open_dups(s.cfg, &dir).with_context(|| format!("opening {dir:?}"))?;
+
+    out.phase = "dup-insert";
+    let order = permutation(n, 41);
+    let t = Instant::now();
+    batches(&*db, &order, &mut |w, i| {
+        let (k, v) = pair(i);
+        w.put(&k, &v)
+    })?;
+    db.sync()?;
+    out.rate(
+        "dup-insert",
+        format!("insert N pairs over {KEYS} keys, random order, {BATCH} per txn"),
+        n,
+        t.elapsed(),
+    );
+    out.size(
+        "dup-size",
+        "file size after the inserts".into(),
+        disk_bytes(&dir)?,
+    );
+
+    out.phase = "dup-iterate";
+    let t = Instant::now();
+    let seen = iterate(&*db)?;
+    out.rate(
+        "dup-iterate",
+        "iterate every key's values (SET_KEY + NEXT_DUP), one read txn".into(),
+        seen,
+        t.elapsed(),
+    );
+    ensure!(seen == n, "iterated {seen} pairs, inserted {n}");
+
+    out.phase = "dup-delete";
+    let half: Vec<u32> = permutation(n, 43)
+        .into_iter()
+        .filter(|i| i % 2 == 0)
+        .collect();
+    let t = Instant::now();
+    batches(&*db, &half, &mut |w, i| {
+        let (k, v) = pair(i);
+        ensure!(w.delete_pair(&k, &v)?, "pair {i} missing at delete");
+        Ok(())
+    })?;
+    db.sync()?;
+    out.rate(
+        "dup-delete",
+        format!("delete half of the pairs one by one, random order, {BATCH} per txn"),
+        half.len() as u64,
+        t.elapsed(),
+    );
+    let left = iterate(&*db)?;
+    ensure!(
+        left == n - half.len() as u64,
+        "{left} pairs left after the deletes"
+    );
+    s.discard(db, &dir)
+}
