@@ -157,5 +157,7 @@ impl Buffer {
         Ok(())
     }
 
+    /// Nothing to release: a view holds no state of its own, only a reference to this
+    /// exporter (dropped by Python).
     unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}
 }

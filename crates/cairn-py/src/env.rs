@@ -571,6 +571,11 @@ impl Environment {
         compact: bool,
         txn: Option<Bound<'_, Transaction>>,
     ) -> PyResult<()> {
+        if fd < 0 {
+            return Err(errors::InvalidParameterError::new_err(format!(
+                "copyfd: {fd} is not a file descriptor"
+            )));
+        }
         let core = self.core()?;
         let dir = core
             .env

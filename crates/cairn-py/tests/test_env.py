@@ -242,6 +242,16 @@ def test_copyfd(filled, tmp_path):
         assert c.begin().get(b"k9") == b"v9"
 
 
+def test_copyfd_bad_descriptor(filled, tmp_path):
+    with pytest.raises(cairn.Error):
+        filled.copyfd(-1)
+    r, w = os.pipe()
+    os.close(w)
+    with pytest.raises(cairn.Error):
+        filled.copyfd(w)  # closed
+    os.close(r)
+
+
 def test_close_aborts_transactions(tmp_path):
     env = cairn.open(str(tmp_path / "c"))
     w = env.begin(write=True)
