@@ -11,7 +11,7 @@
 //! - Every change is recorded in `dirty` (persisted into the free tree at commit) and in the
 //!   undo log (replayed backward on abort, to any nesting depth).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// One run of free pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,10 +70,16 @@ pub fn decode_run_key(k: &[u8]) -> Option<u64> {
 pub struct FreeState {
     runs: BTreeMap<u64, Run>,
     reusable: BTreeSet<u64>,
+    /// Pending runs grouped by the pinned snapshot that blocked them at the last `release`
+    /// (key 0: not examined since they became pending). A group needs another look only when
+    /// its pin goes away, so `release` costs what changed, not what is pending.
     pending: BTreeMap<u64, BTreeSet<u64>>,
+    /// Start of a pending run -> its group in `pending`.
+    pending_group: HashMap<u64, u64>,
     dirty: BTreeSet<u64>,
     undo: Vec<(u64, Option<Run>)>,
     reusable_pages: u64,
+    pending_pages: u64,
 }
 
 impl FreeState {
@@ -88,7 +94,9 @@ impl FreeState {
             self.reusable.insert(start);
             self.reusable_pages += r.len;
         } else {
-            self.pending.entry(r.freed).or_default().insert(start);
+            self.pending.entry(0).or_default().insert(start);
+            self.pending_group.insert(start, 0);
+            self.pending_pages += r.len;
         }
     }
 
@@ -96,10 +104,13 @@ impl FreeState {
         if r.freed == 0 {
             self.reusable.remove(&start);
             self.reusable_pages -= r.len;
-        } else if let Some(s) = self.pending.get_mut(&r.freed) {
-            s.remove(&start);
-            if s.is_empty() {
-                self.pending.remove(&r.freed);
+        } else if let Some(g) = self.pending_group.remove(&start) {
+            self.pending_pages -= r.len;
+            if let Some(s) = self.pending.get_mut(&g) {
+                s.remove(&start);
+                if s.is_empty() {
+                    self.pending.remove(&g);
+                }
             }
         }
     }
@@ -234,15 +245,31 @@ impl FreeState {
     }
 
     /// Makes reusable every pending run that no pinned snapshot (sorted ascending) can see.
+    /// Looks only at runs not examined yet and at groups whose blocking snapshot is gone.
     pub fn release(&mut self, pinned: &[u64]) {
+        let stale: Vec<u64> = self
+            .pending
+            .keys()
+            .copied()
+            .filter(|&g| g == 0 || pinned.binary_search(&g).is_err())
+            .collect();
         let mut ready = Vec::new();
-        for (&freed, starts) in &self.pending {
-            for &s in starts {
+        for g in stale {
+            let starts = self.pending.remove(&g).unwrap_or_default();
+            for s in starts {
                 let r = self.runs[&s];
                 // The first pinned snapshot at or after the birth must be at or after `freed`.
                 let i = pinned.partition_point(|&p| p < r.birth);
-                if pinned.get(i).is_none_or(|&p| p >= freed) {
-                    ready.push((s, r.len));
+                match pinned.get(i) {
+                    Some(&p) if p < r.freed => {
+                        self.pending.entry(p).or_default().insert(s);
+                        self.pending_group.insert(s, p);
+                    }
+                    _ => {
+                        // Out of every group already; `set` below then only fixes the count.
+                        self.pending_group.insert(s, u64::MAX);
+                        ready.push((s, r.len));
+                    }
                 }
             }
         }
@@ -270,11 +297,7 @@ impl FreeState {
 
     /// Pages freed but still visible to some snapshot.
     pub fn pending_pages(&self) -> u64 {
-        self.pending
-            .values()
-            .flatten()
-            .map(|s| self.runs[s].len)
-            .sum()
+        self.pending_pages
     }
 }
 

@@ -181,7 +181,7 @@ impl EnvOptions {
             Some(m) => m.min(self.reserve).max(1 << 20),
             None => self.reserve,
         };
-        let storage = FileStorage::new(file, data.display().to_string(), reserve)?;
+        let storage = FileStorage::new(file, data.display().to_string(), reserve, !self.read_only)?;
         let mut env = Env::build(Arc::new(storage), self, setup).map_err(|e| match e {
             Error::NotCairn { .. } => Error::NotCairn {
                 path: data.display().to_string(),
@@ -257,7 +257,8 @@ pub(crate) struct EnvInner {
     /// A read-only handle's hold on the writer byte when it cannot register as a reader.
     pub _ro_lock: Option<LockFile>,
     pub path: Option<PathBuf>,
-    pub pid: u32,
+    /// `os::fork_generation` when the handle was opened.
+    pub fork_gen: u64,
     /// The size limit in bytes (0: none); starts as `opts.max_size`, changed by
     /// [`Env::set_max_size`].
     pub max_size: AtomicU64,
@@ -390,7 +391,7 @@ impl Env {
                 poisoned: AtomicBool::new(false),
                 _ro_lock: ro_lock,
                 path: None,
-                pid: std::process::id(),
+                fork_gen: crate::os::fork_generation(),
                 max_size: AtomicU64::new(opts_max.unwrap_or(0)),
             }),
         };
@@ -673,7 +674,7 @@ impl EnvInner {
         if self.poisoned.load(Ordering::Relaxed) {
             return Err(Error::Poisoned);
         }
-        if std::process::id() != self.pid {
+        if crate::os::fork_generation() != self.fork_gen {
             return Err(Error::Forked);
         }
         Ok(())

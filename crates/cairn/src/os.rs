@@ -55,6 +55,34 @@ impl Map {
         })
     }
 
+    /// Maps `len` bytes of the data file writable and shared, for the writer only: commits copy
+    /// their pages into it (no system call per page). `len` may exceed the file's length; the
+    /// engine writes only below the length it preallocated.
+    pub fn file_writable(file: &File, len: usize) -> Result<Map> {
+        // SAFETY: docs/safety.md §1: a fresh mapping at an address the kernel picks; checked.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_NORESERVE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(Error::io(
+                "mapping the data file for writing",
+                std::io::Error::last_os_error(),
+            ));
+        }
+        Ok(Map {
+            ptr: ptr.cast(),
+            len,
+            writable: true,
+        })
+    }
+
     /// Maps `len` bytes of the lock file read-write and shared: the memory other processes
     /// see too. The caller has sized the file to at least `len` bytes.
     pub fn shared_rw(file: &File, len: usize) -> Result<Map> {
@@ -238,16 +266,19 @@ pub fn datasync(file: &File) -> std::io::Result<()> {
 }
 
 /// Allocates disk blocks for `[off, off + len)` so later writes there need no block
-/// allocation at flush time; falls back to extending the length where unsupported.
-pub fn preallocate(file: &File, off: u64, len: u64) -> std::io::Result<()> {
+/// allocation at flush time; falls back to extending the length where unsupported. Returns
+/// whether the blocks are really allocated (false after the fallback).
+pub fn preallocate(file: &File, off: u64, len: u64) -> std::io::Result<bool> {
     // SAFETY: docs/safety.md §4: fallocate on our own descriptor with plain integers.
     let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, off as libc::off_t, len as libc::off_t) };
     if r == 0 {
-        return Ok(());
+        return Ok(true);
     }
     let e = std::io::Error::last_os_error();
     if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
-        return file.set_len(off + len);
+        let end = file.metadata()?.len().max(off + len);
+        file.set_len(end)?;
+        return Ok(false);
     }
     Err(e)
 }
@@ -318,4 +349,24 @@ pub fn ofd_locked_by_other(file: &File, byte: u64) -> std::io::Result<bool> {
 pub fn thread_id() -> u64 {
     // SAFETY: docs/safety.md §4: gettid has no arguments and cannot fail.
     (unsafe { libc::gettid() }) as u64
+}
+
+static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
+static ATFORK: std::sync::Once = std::sync::Once::new();
+
+extern "C" fn after_fork_in_child() {
+    FORK_GENERATION.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// A number that changes in a child process after fork(): comparing it is how a handle notices
+/// it crossed a fork without a getpid system call per transaction.
+pub fn fork_generation() -> u64 {
+    ATFORK.call_once(|| {
+        // SAFETY: docs/safety.md §4: registers a handler that only increments an atomic, which
+        // is async-signal-safe and valid in the child of a multi-threaded process.
+        unsafe {
+            libc::pthread_atfork(None, None, Some(after_fork_in_child));
+        }
+    });
+    FORK_GENERATION.load(std::sync::atomic::Ordering::Relaxed)
 }

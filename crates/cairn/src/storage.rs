@@ -101,6 +101,23 @@ impl VerifiedPages {
         }
     }
 
+    /// Remembers pages this process just wrote as verified: it sealed them itself, so their
+    /// checksum holds by construction and reading them back need not hash them again.
+    fn wrote(&self, off: u64, bufs: &[&[u8]]) {
+        let mut at = off;
+        for b in bufs {
+            // Whole pages only (meta sectors are 512 bytes and live in page 0).
+            if at.is_multiple_of(UNIT) && b.len() as u64 >= UNIT {
+                if let Ok(id) = format::page_id(b) {
+                    if id.txnid != 0 && id.pgno != 0 {
+                        self.mark(at, id.txnid);
+                    }
+                }
+            }
+            at += b.len() as u64;
+        }
+    }
+
     /// Forgets every page starting in `[off, off + len)`.
     fn forget(&self, off: u64, len: u64) {
         let mut at = off.div_ceil(UNIT) * UNIT;
@@ -170,10 +187,17 @@ mod private {
     impl Sealed for super::SimStorage {}
 }
 
-/// The data file: written with pwrite, read through a shared read-only map.
+/// The data file: read through a shared read-only map; written by copying into a second,
+/// writable map where the blocks are preallocated (no system call per page), else with pwrite.
 pub struct FileStorage {
     file: File,
     map: Map,
+    /// The writer's map (writable opens only).
+    wmap: Option<Map>,
+    /// Bytes from the start known to have their blocks allocated and to lie below the file's
+    /// length: writes through `wmap` stay below it, so they can neither fault past the end
+    /// (SIGBUS) nor need a block when the disk is full.
+    allocated: AtomicU64,
     len: AtomicU64,
     name: String,
     boot: [u8; BOOT_ID],
@@ -182,16 +206,31 @@ pub struct FileStorage {
 
 impl FileStorage {
     /// Wraps an open data file, reserving `reserve` bytes of address space for its map.
-    pub fn new(file: File, name: String, reserve: u64) -> Result<FileStorage> {
+    /// `writable`: the file was opened for writing (this handle may commit).
+    pub fn new(file: File, name: String, reserve: u64, writable: bool) -> Result<FileStorage> {
         let len = file
             .metadata()
             .map_err(|e| Error::io(format!("reading the size of {name}"), e))?
             .len();
         let reserve = reserve.max(len);
         let map = Map::file(&file, reserve as usize)?;
+        let wmap = if writable {
+            Some(Map::file_writable(&file, reserve as usize)?)
+        } else {
+            None
+        };
+        // Blocks of an existing file may be sparse (a copy, another tool): allocate them once,
+        // which is quick when they already are.
+        let allocated = if writable && len > 0 && os::preallocate(&file, 0, len).unwrap_or(false) {
+            len
+        } else {
+            0
+        };
         Ok(FileStorage {
             file,
             map,
+            wmap,
+            allocated: AtomicU64::new(allocated),
             len: AtomicU64::new(len),
             name,
             boot: system_boot_id(),
@@ -209,6 +248,7 @@ impl FileStorage {
         // shrinks only past every page a live snapshot can reach).
         let len = self.file.metadata().map(|m| m.len()).unwrap_or(0);
         self.len.store(len, Ordering::Release);
+        self.allocated.fetch_min(len, Ordering::AcqRel);
         len
     }
 }
@@ -249,13 +289,17 @@ impl Storage for FileStorage {
                 self.map.len()
             )));
         }
-        os::preallocate(&self.file, cur, new_len - cur)
+        let whole = os::preallocate(&self.file, cur, new_len - cur)
             .map_err(|e| Error::io(format!("growing {} to {new_len} bytes", self.name), e))?;
         self.len.store(new_len, Ordering::Release);
+        if whole && self.allocated.load(Ordering::Acquire) == cur {
+            self.allocated.store(new_len, Ordering::Release);
+        }
         Ok(())
     }
 
     fn truncate(&self, new_len: u64) -> Result<()> {
+        self.allocated.fetch_min(new_len, Ordering::AcqRel);
         self.file
             .set_len(new_len)
             .map_err(|e| Error::io(format!("shrinking {} to {new_len} bytes", self.name), e))?;
@@ -266,8 +310,22 @@ impl Storage for FileStorage {
     fn write_at(&self, off: u64, bufs: &[&[u8]]) -> Result<()> {
         let total: usize = bufs.iter().map(|b| b.len()).sum();
         self.verified.forget(off, total as u64);
+        if let Some(w) = &self.wmap {
+            let end = off.saturating_add(total as u64);
+            if end <= self.allocated.load(Ordering::Acquire) && end <= w.len() as u64 {
+                let mut at = off as usize;
+                for b in bufs {
+                    w.write(at, b);
+                    at += b.len();
+                }
+                self.verified.wrote(off, bufs);
+                return Ok(());
+            }
+        }
         os::pwritev_all(&self.file, off, bufs)
-            .map_err(|e| Error::io(format!("writing to {} at offset {off}", self.name), e))
+            .map_err(|e| Error::io(format!("writing to {} at offset {off}", self.name), e))?;
+        self.verified.wrote(off, bufs);
+        Ok(())
     }
 
     fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
