@@ -27,87 +27,66 @@ unsafe impl Send for Map {}
 unsafe impl Sync for Map {}
 
 impl Map {
-    /// Maps `len` bytes of `file` read-only and shared. `len` may exceed the file's length:
-    /// the range is only reserved there, and the engine never reads past the file's end.
-    pub fn file(file: &File, len: usize) -> Result<Map> {
+    /// One mmap call: a fresh mapping at an address the kernel picks.
+    fn mmap(
+        fd: libc::c_int,
+        len: usize,
+        prot: libc::c_int,
+        flags: libc::c_int,
+        what: &str,
+    ) -> Result<Map> {
         // SAFETY: docs/safety.md §1: a fresh mapping at an address the kernel picks; no
         // existing memory is affected. The result is checked before use.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED | libc::MAP_NORESERVE,
-                file.as_raw_fd(),
-                0,
-            )
-        };
+        let ptr = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, fd, 0) };
         if ptr == libc::MAP_FAILED {
-            return Err(Error::io(
-                "mapping the data file",
-                std::io::Error::last_os_error(),
-            ));
+            return Err(Error::io(what.to_string(), std::io::Error::last_os_error()));
         }
         Ok(Map {
             ptr: ptr.cast(),
             len,
-            writable: false,
+            writable: prot & libc::PROT_WRITE != 0,
         })
+    }
+
+    /// Maps `len` bytes of `file` read-only and shared. `len` may exceed the file's length:
+    /// the range is only reserved there, and the engine never reads past the file's end.
+    pub fn file(file: &File, len: usize) -> Result<Map> {
+        let flags = libc::MAP_SHARED | libc::MAP_NORESERVE;
+        Map::mmap(
+            file.as_raw_fd(),
+            len,
+            libc::PROT_READ,
+            flags,
+            "mapping the data file",
+        )
     }
 
     /// Maps `len` bytes of the data file writable and shared, for the writer only: commits copy
     /// their pages into it (no system call per page). `len` may exceed the file's length; the
     /// engine writes only below the length it preallocated.
     pub fn file_writable(file: &File, len: usize) -> Result<Map> {
-        // SAFETY: docs/safety.md §1: a fresh mapping at an address the kernel picks; checked.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_NORESERVE,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(Error::io(
-                "mapping the data file for writing",
-                std::io::Error::last_os_error(),
-            ));
-        }
-        Ok(Map {
-            ptr: ptr.cast(),
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        let flags = libc::MAP_SHARED | libc::MAP_NORESERVE;
+        Map::mmap(
+            file.as_raw_fd(),
             len,
-            writable: true,
-        })
+            prot,
+            flags,
+            "mapping the data file for writing",
+        )
     }
 
     /// Maps `len` bytes of the lock file read-write and shared: the memory other processes
     /// see too. The caller has sized the file to at least `len` bytes.
     pub fn shared_rw(file: &File, len: usize) -> Result<Map> {
-        // SAFETY: docs/safety.md §1: a fresh mapping at an address the kernel picks; checked.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(Error::io(
-                "mapping the lock file",
-                std::io::Error::last_os_error(),
-            ));
-        }
-        Ok(Map {
-            ptr: ptr.cast(),
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        Map::mmap(
+            file.as_raw_fd(),
             len,
-            writable: true,
-        })
+            prot,
+            libc::MAP_SHARED,
+            "mapping the lock file",
+        )
     }
 
     /// The whole of a writable map as 64-bit atomic words (the lock file's shared memory).
@@ -121,28 +100,9 @@ impl Map {
 
     /// Reserves `len` bytes of zeroed anonymous memory (the simulated storage's volatile image).
     pub fn anonymous(len: usize) -> Result<Map> {
-        // SAFETY: docs/safety.md §1: a fresh private anonymous mapping; checked before use.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(Error::io(
-                "reserving memory",
-                std::io::Error::last_os_error(),
-            ));
-        }
-        Ok(Map {
-            ptr: ptr.cast(),
-            len,
-            writable: true,
-        })
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
+        Map::mmap(-1, len, prot, flags, "reserving memory")
     }
 
     /// Length of the reservation.
