@@ -269,3 +269,31 @@ def test_readers_in_many_threads(filled):
     for th in ths:
         th.join()
     assert out == [10] * 8
+
+
+def test_one_write_txn_shared_by_threads(env):
+    """Threads sharing a write transaction and its cursors serialise on it: no lost puts."""
+    t = env.begin(write=True)
+    cursors = [t.cursor() for _ in range(2)]
+    errors = []
+
+    def writer(n):
+        try:
+            for i in range(500):
+                t.put(b"t%d-%04d" % (n, i), b"x")
+                c = cursors[i % 2]
+                c.set_range(b"t")
+                c.next()
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    ths = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join()
+    assert not errors
+    assert t.stat()["entries"] == 2000
+    assert sum(1 for _ in t.cursor()) == 2000
+    t.commit()
+    assert env.stat()["entries"] == 2000
