@@ -10,7 +10,7 @@ use crate::btree::PageSource;
 use crate::cursor::Cursor;
 use crate::db::DbFlags;
 use crate::error::{Error, Result};
-use crate::format::{DbRecord, KeyCmp};
+use crate::format::{DbRecord, KeyCmp, Page};
 
 type Entry<'t> = Option<(&'t [u8], &'t [u8])>;
 
@@ -186,6 +186,9 @@ pub struct DupIter<'t> {
     back: DupPos,
     left: u64,
     started: (bool, bool),
+    /// The sub-tree leaf each end is walking (front, back) and its slot there: a step inside
+    /// it reads no page table and checks no page header again.
+    leaf: [Option<(Page<'t>, usize)>; 2],
 }
 
 impl<'t> DupIter<'t> {
@@ -208,6 +211,7 @@ impl<'t> DupIter<'t> {
             back,
             left,
             started: (false, false),
+            leaf: [None, None],
         })
     }
 
@@ -215,12 +219,22 @@ impl<'t> DupIter<'t> {
         if self.left == 0 {
             return Ok(None);
         }
+        let side = usize::from(!fwd);
         let (pos, started) = if fwd {
             (&mut self.front, &mut self.started.0)
         } else {
             (&mut self.back, &mut self.started.1)
         };
         let v = if *started {
+            if let Some((p, i)) = self.leaf[side] {
+                let j = if fwd { i + 1 } else { i.wrapping_sub(1) };
+                if j < p.nkeys() {
+                    self.leaf[side] = Some((p, j));
+                    self.left -= 1;
+                    return Ok(Some(p.key(j)?));
+                }
+                pos.set_sub_slot(i);
+            }
             pos.step_dup_value(self.src, fwd)?
         } else {
             *started = true;
@@ -229,6 +243,7 @@ impl<'t> DupIter<'t> {
         if v.is_none() {
             return Err(crate::Error::corrupted("value count exceeds the values"));
         }
+        self.leaf[side] = pos.sub_leaf(self.src)?;
         self.left -= 1;
         Ok(v)
     }

@@ -45,6 +45,7 @@ impl Order {
 const ORDERS: [Order; 3] = [Order::Bytes, Order::Int, Order::Reverse];
 
 type Set = BTreeMap<Vec<u8>, BTreeSet<Vec<u8>>>;
+type KeyRange<'k> = (std::ops::Bound<&'k [u8]>, std::ops::Bound<&'k [u8]>);
 type Model = Vec<Set>;
 
 #[derive(Debug, Clone)]
@@ -182,6 +183,23 @@ fn verify_txn(r: &cairn::RoTxn<'_>, dbs: &[Database], model: &Model) {
             .map(|e| owned(Some(e.unwrap())).unwrap())
             .collect();
         assert!(back.iter().rev().eq(want.iter()), "db {d}: reverse differs");
+        // Both ends at once meet in the middle (possibly inside one key's values).
+        let mut it = r.iter(*db).unwrap();
+        let (mut front, mut tail) = (Vec::new(), Vec::new());
+        for step in 0.. {
+            let e = if step % 3 == 0 {
+                it.next_back()
+            } else {
+                it.next()
+            };
+            match e {
+                Some(e) if step % 3 == 0 => tail.push(owned(Some(e.unwrap())).unwrap()),
+                Some(e) => front.push(owned(Some(e.unwrap())).unwrap()),
+                None => break,
+            }
+        }
+        front.extend(tail.into_iter().rev());
+        assert!(front == want, "db {d}: meeting ends differ");
         assert_eq!(r.stat(*db).unwrap().entries, want.len() as u64);
         let mut c = r.cursor(*db).unwrap();
         for (k, vs) in m.iter().take(12) {
@@ -206,6 +224,41 @@ fn verify_txn(r: &cairn::RoTxn<'_>, dbs: &[Database], model: &Model) {
                 "db {d}: iter_dup rev differs"
             );
             check_key(&mut c, d, k, vs);
+        }
+        // Key ranges cover every value of the keys in them, both directions.
+        if let Some(mid) = m.keys().nth(m.len() / 2) {
+            use std::ops::Bound::{Excluded, Included, Unbounded};
+            use std::ops::RangeBounds;
+            let bounds: [KeyRange<'_>; 3] = [
+                (Included(mid), Unbounded),
+                (Unbounded, Included(mid)),
+                (Excluded(mid), Unbounded),
+            ];
+            for (lo, hi) in bounds {
+                let want: Vec<&(Vec<u8>, Vec<u8>)> = want
+                    .iter()
+                    .filter(|(k, _)| (lo, hi).contains(&&k[..]))
+                    .collect();
+                let fwd: Vec<(Vec<u8>, Vec<u8>)> = r
+                    .range(*db, (lo, hi))
+                    .unwrap()
+                    .map(|e| owned(Some(e.unwrap())).unwrap())
+                    .collect();
+                assert!(
+                    fwd.iter().eq(want.iter().copied()),
+                    "db {d}: range {lo:?}..{hi:?}"
+                );
+                let back: Vec<(Vec<u8>, Vec<u8>)> = r
+                    .range(*db, (lo, hi))
+                    .unwrap()
+                    .rev()
+                    .map(|e| owned(Some(e.unwrap())).unwrap())
+                    .collect();
+                assert!(
+                    back.iter().rev().eq(want.iter().copied()),
+                    "db {d}: range rev"
+                );
+            }
         }
         // NEXT_NODUP / PREV_NODUP walk the keys.
         let mut c = r.cursor(*db).unwrap();
@@ -662,4 +715,50 @@ fn compact_copy_and_drop() {
     let rep = r.check().unwrap();
     assert!(rep.is_ok(), "{:?}", rep.problems);
     assert_eq!(rep.databases, 0);
+}
+
+/// The write cursor in a DUP_SORT database stands on pairs: it steps through values, deletes
+/// the pair under it and replaces it.
+#[test]
+fn cursor_mut_on_pairs() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::open(dir.path()).unwrap();
+    let mut w = env.write_txn().unwrap();
+    let db = w
+        .create_db(Some("d"), DbFlags::CREATE | DbFlags::DUP_SORT)
+        .unwrap();
+    for (k, v) in [("a", "1"), ("a", "2"), ("a", "3"), ("b", "1"), ("c", "5")] {
+        w.put(db, k.as_bytes(), v.as_bytes(), PutFlags::empty())
+            .unwrap();
+    }
+    let pair = |k: &str, v: &str| Some((k.as_bytes().to_vec(), v.as_bytes().to_vec()));
+    {
+        let mut c = w.cursor_mut(db).unwrap();
+        assert_eq!(c.first().unwrap(), pair("a", "1"));
+        assert_eq!(c.count().unwrap(), 3);
+        assert_eq!(c.next().unwrap(), pair("a", "2"));
+        c.del_current().unwrap();
+        assert_eq!(c.next().unwrap(), pair("a", "3"));
+        assert_eq!(c.next_dup().unwrap(), None);
+        assert_eq!(c.current().unwrap(), pair("a", "3"));
+        c.put_current(b"4").unwrap();
+        assert_eq!(c.current().unwrap(), pair("a", "4"));
+        assert_eq!(c.next_nodup().unwrap(), pair("b", "1"));
+        assert_eq!(c.prev().unwrap(), pair("a", "4"));
+        assert_eq!(c.get_both(b"c", b"5").unwrap(), pair("c", "5"));
+        c.del_current_all().unwrap();
+        assert_eq!(c.last().unwrap(), pair("b", "1"));
+    }
+    let all: Vec<(Vec<u8>, Vec<u8>)> = w
+        .iter(db)
+        .unwrap()
+        .map(|e| owned(Some(e.unwrap())).unwrap())
+        .collect();
+    let want: Vec<(Vec<u8>, Vec<u8>)> = [("a", "1"), ("a", "4"), ("b", "1")]
+        .iter()
+        .map(|(k, v)| pair(k, v).unwrap())
+        .collect();
+    assert_eq!(all, want);
+    assert_eq!(w.stat(db).unwrap().entries, 3);
+    w.commit().unwrap();
 }

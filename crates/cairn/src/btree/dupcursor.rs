@@ -224,6 +224,29 @@ impl DupPos {
         Ok(v)
     }
 
+    /// The sub-tree leaf under the cursor and the slot in it, when the current key's values
+    /// are a sub-tree: a caller may walk that leaf's values directly, then hand the position
+    /// back with [`DupPos::set_sub_slot`].
+    pub fn sub_leaf<'a, S: PageSource + ?Sized>(
+        &self,
+        src: &'a S,
+    ) -> Result<Option<(crate::format::Page<'a>, usize)>> {
+        if self.at != At::Tree {
+            return Ok(None);
+        }
+        let Some((pg, i)) = self.sub.leaf() else {
+            return Ok(None);
+        };
+        Ok(Some((tree_page(src, pg)?, i)))
+    }
+
+    /// Moves to slot `i` of the current sub-tree leaf (a slot the caller read from it).
+    pub fn set_sub_slot(&mut self, i: usize) {
+        if self.at == At::Tree {
+            self.sub.set_leaf_slot(i);
+        }
+    }
+
     /// The value under the cursor.
     #[inline]
     pub fn current_value<'a, S: PageSource + ?Sized>(
