@@ -134,6 +134,25 @@ fn owned(e: Option<(&[u8], &[u8])>) -> Option<(Vec<u8>, Vec<u8>)> {
     e.map(|(k, v)| (k.to_vec(), v.to_vec()))
 }
 
+/// Every pair an iterator yields, owned.
+fn collect<'a>(
+    it: impl Iterator<Item = cairn::Result<(&'a [u8], &'a [u8])>>,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    it.map(|e| owned(Some(e.unwrap())).unwrap()).collect()
+}
+
+/// A fresh environment with one committed, empty DUP_SORT database "d" (plus `extra` flags).
+fn dup_env(extra: DbFlags) -> (tempfile::TempDir, Env, Database) {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::open(dir.path()).unwrap();
+    let mut w = env.write_txn().unwrap();
+    let db = w
+        .create_db(Some("d"), DbFlags::CREATE | DbFlags::DUP_SORT | extra)
+        .unwrap();
+    w.commit().unwrap();
+    (dir, env, db)
+}
+
 /// Checks the cursor operations at one key against the model.
 fn check_key(c: &mut Cursor<'_>, d: usize, k: &[u8], vs: &BTreeSet<Vec<u8>>) {
     let o = ORDERS[d];
@@ -176,12 +195,7 @@ fn verify_txn(r: &cairn::RoTxn<'_>, dbs: &[Database], model: &Model) {
             .unwrap();
         assert_eq!(got.len(), want.len(), "db {d}: pair count");
         assert!(got == want, "db {d}: pairs differ");
-        let back: Vec<(Vec<u8>, Vec<u8>)> = r
-            .iter(*db)
-            .unwrap()
-            .rev()
-            .map(|e| owned(Some(e.unwrap())).unwrap())
-            .collect();
+        let back = collect(r.iter(*db).unwrap().rev());
         assert!(back.iter().rev().eq(want.iter()), "db {d}: reverse differs");
         // Both ends at once meet in the middle (possibly inside one key's values).
         let mut it = r.iter(*db).unwrap();
@@ -239,21 +253,12 @@ fn verify_txn(r: &cairn::RoTxn<'_>, dbs: &[Database], model: &Model) {
                     .iter()
                     .filter(|(k, _)| (lo, hi).contains(&&k[..]))
                     .collect();
-                let fwd: Vec<(Vec<u8>, Vec<u8>)> = r
-                    .range(*db, (lo, hi))
-                    .unwrap()
-                    .map(|e| owned(Some(e.unwrap())).unwrap())
-                    .collect();
+                let fwd = collect(r.range(*db, (lo, hi)).unwrap());
                 assert!(
                     fwd.iter().eq(want.iter().copied()),
                     "db {d}: range {lo:?}..{hi:?}"
                 );
-                let back: Vec<(Vec<u8>, Vec<u8>)> = r
-                    .range(*db, (lo, hi))
-                    .unwrap()
-                    .rev()
-                    .map(|e| owned(Some(e.unwrap())).unwrap())
-                    .collect();
+                let back = collect(r.range(*db, (lo, hi)).unwrap().rev());
                 assert!(
                     back.iter().rev().eq(want.iter().copied()),
                     "db {d}: range rev"
@@ -445,11 +450,7 @@ fn session(
                     child.abort();
                 }
                 for (d, m) in pending.iter().enumerate() {
-                    let got: Vec<(Vec<u8>, Vec<u8>)> = txn
-                        .iter(dbs[d])
-                        .unwrap()
-                        .map(|e| owned(Some(e.unwrap())).unwrap())
-                        .collect();
+                    let got = collect(txn.iter(dbs[d]).unwrap());
                     assert!(got == pairs(d, m), "db {d} after nested");
                 }
             }
@@ -478,12 +479,8 @@ proptest! {
 /// with the other keys' values intact and the checker passing at every milestone.
 #[test]
 fn one_key_grows_and_shrinks() {
-    let dir = tempfile::tempdir().unwrap();
-    let env = Env::open(dir.path()).unwrap();
+    let (_dir, env, db) = dup_env(DbFlags::empty());
     let mut w = env.write_txn().unwrap();
-    let db = w
-        .create_db(Some("m"), DbFlags::CREATE | DbFlags::DUP_SORT)
-        .unwrap();
     for k in [&b"a"[..], b"c"] {
         w.put(db, k, b"x", PutFlags::empty()).unwrap();
     }
@@ -542,11 +539,8 @@ fn one_key_grows_and_shrinks() {
 /// GET_MULTIPLE / NEXT_MULTIPLE / PREV_MULTIPLE over inline sets and sub-tree leaves.
 #[test]
 fn multiple_ops() {
-    let dir = tempfile::tempdir().unwrap();
-    let env = Env::open(dir.path()).unwrap();
+    let (_dir, env, db) = dup_env(DbFlags::DUP_FIXED | DbFlags::INTEGER_DUP);
     let mut w = env.write_txn().unwrap();
-    let f = DbFlags::CREATE | DbFlags::DUP_SORT | DbFlags::DUP_FIXED | DbFlags::INTEGER_DUP;
-    let db = w.create_db(Some("fixed"), f).unwrap();
     let mut buf = Vec::new();
     for i in (0..5000u32).rev() {
         buf.extend_from_slice(&i.to_ne_bytes());
@@ -673,12 +667,8 @@ fn errors_and_limits() {
 /// every page either used or free).
 #[test]
 fn compact_copy_and_drop() {
-    let dir = tempfile::tempdir().unwrap();
-    let env = Env::open(dir.path()).unwrap();
+    let (dir, env, db) = dup_env(DbFlags::empty());
     let mut w = env.write_txn().unwrap();
-    let db = w
-        .create_db(Some("d"), DbFlags::CREATE | DbFlags::DUP_SORT)
-        .unwrap();
     let mut want = Vec::new();
     for k in 0..50u32 {
         for v in 0..(k * k) {
@@ -694,11 +684,7 @@ fn compact_copy_and_drop() {
     let env2 = Env::options().no_subdir(true).open(&out).unwrap();
     let r = env2.read_txn().unwrap();
     let db2 = r.open_db(Some("d")).unwrap();
-    let got: Vec<(Vec<u8>, Vec<u8>)> = r
-        .iter(db2)
-        .unwrap()
-        .map(|e| owned(Some(e.unwrap())).unwrap())
-        .collect();
+    let got = collect(r.iter(db2).unwrap());
     assert!(got == want);
     assert!(r.check().unwrap().is_ok());
     let before = env.read_txn().unwrap().stat(db).unwrap();
@@ -721,12 +707,8 @@ fn compact_copy_and_drop() {
 /// the pair under it and replaces it.
 #[test]
 fn cursor_mut_on_pairs() {
-    let dir = tempfile::tempdir().unwrap();
-    let env = Env::open(dir.path()).unwrap();
+    let (_dir, env, db) = dup_env(DbFlags::empty());
     let mut w = env.write_txn().unwrap();
-    let db = w
-        .create_db(Some("d"), DbFlags::CREATE | DbFlags::DUP_SORT)
-        .unwrap();
     for (k, v) in [("a", "1"), ("a", "2"), ("a", "3"), ("b", "1"), ("c", "5")] {
         w.put(db, k.as_bytes(), v.as_bytes(), PutFlags::empty())
             .unwrap();
@@ -749,11 +731,7 @@ fn cursor_mut_on_pairs() {
         c.del_current_all().unwrap();
         assert_eq!(c.last().unwrap(), pair("b", "1"));
     }
-    let all: Vec<(Vec<u8>, Vec<u8>)> = w
-        .iter(db)
-        .unwrap()
-        .map(|e| owned(Some(e.unwrap())).unwrap())
-        .collect();
+    let all = collect(w.iter(db).unwrap());
     let want: Vec<(Vec<u8>, Vec<u8>)> = [("a", "1"), ("a", "4"), ("b", "1")]
         .iter()
         .map(|(k, v)| pair(k, v).unwrap())
