@@ -3,7 +3,7 @@
 use crate::btree::{dupcursor::DupPos, dups, PageSource};
 use crate::db::{Database, DbFlags, PutFlags};
 use crate::error::{Error, Result};
-use crate::format::{DbRecord, KeyCmp};
+use crate::format::{DbRecord, KeyCmp, Page};
 use crate::txn::RwTxn;
 use std::cmp::Ordering;
 use std::ops::Bound;
@@ -118,6 +118,9 @@ pub struct Iter<'t> {
     hi: Bound<Vec<u8>>,
     rec: DbRecord,
     done: bool,
+    /// Per end (front, back): the key being walked and the sub-tree leaf of its values with
+    /// the slot reached, so that a step inside the leaf reads no page again (DUP_SORT).
+    leaf: [Option<(&'t [u8], Page<'t>, usize)>; 2],
 }
 
 impl<'t> Iter<'t> {
@@ -139,7 +142,40 @@ impl<'t> Iter<'t> {
             hi: own(range.end_bound()),
             rec,
             done: false,
+            leaf: [None, None],
         })
+    }
+
+    /// A step of end `side` inside the sub-tree leaf it walks, if the step stays there.
+    #[inline]
+    fn leaf_step(&mut self, side: usize) -> Result<Entry<'t>> {
+        let Some((k, p, i)) = self.leaf[side] else {
+            return Ok(None);
+        };
+        let j = if side == 0 { i + 1 } else { i.wrapping_sub(1) };
+        if j >= p.nkeys() {
+            return Ok(None);
+        }
+        self.leaf[side] = Some((k, p, j));
+        let pos = if side == 0 {
+            &mut self.front
+        } else {
+            &mut self.back
+        };
+        // The position follows, for the other end's crossing test.
+        pos.set_sub_slot(j);
+        Ok(Some((k, p.key(j)?)))
+    }
+
+    /// The pair under end `side` after a move, remembering its sub-tree leaf.
+    fn landed(&mut self, side: usize) -> Result<Entry<'t>> {
+        let pos = if side == 0 { &self.front } else { &self.back };
+        let e = pos.current(self.src)?;
+        self.leaf[side] = match (e, pos.sub_leaf(self.src)?) {
+            (Some((k, _)), Some((p, i))) => Some((k, p, i)),
+            _ => None,
+        };
+        Ok(e)
     }
 
     fn below_hi(&self, k: &[u8]) -> bool {
@@ -173,12 +209,15 @@ impl<'t> Iter<'t> {
                 }
             }
         } else {
+            if let Some(e) = self.leaf_step(0)? {
+                return Ok(Some(e));
+            }
             self.front.next(self.src)?
         };
         if !moved {
             return Ok(None);
         }
-        self.front.current(self.src)
+        self.landed(0)
     }
 
     fn step_back(&mut self) -> Result<Entry<'t>> {
@@ -199,12 +238,15 @@ impl<'t> Iter<'t> {
                 }
             }
         } else {
+            if let Some(e) = self.leaf_step(1)? {
+                return Ok(Some(e));
+            }
             self.back.prev(self.src)?
         };
         if !moved {
             return Ok(None);
         }
-        self.back.current(self.src)
+        self.landed(1)
     }
 
     fn crossed(&self, k: &[u8], v: &[u8], forward: bool) -> bool {
