@@ -20,6 +20,8 @@ use crate::txn::RwTxn;
 use std::sync::atomic::Ordering;
 
 const MAX_ROUNDS: usize = 1000;
+/// Rounds of persisting the free set that may still allocate from it.
+const PERSIST_ROUNDS_FROM_FREE: usize = 8;
 
 impl RwTxn<'_> {
     /// Commits: atomic, and durable before returning in [`Durability::Durable`] mode.
@@ -225,7 +227,17 @@ impl RwTxn<'_> {
 
     /// Writes changed free runs into the free tree until nothing changes.
     fn persist_free(&mut self) -> Result<()> {
-        for _ in 0..MAX_ROUNDS {
+        let r = self.persist_free_rounds();
+        self.persisting = false;
+        r
+    }
+
+    fn persist_free_rounds(&mut self) -> Result<()> {
+        for round in 0..MAX_ROUNDS {
+            // Almost every commit settles in two or three rounds. Should emptied and split
+            // pages keep taking turns, the tree's pages come from the end of the file from
+            // then on: allocations stop changing the free set, which settles.
+            self.persisting = round >= PERSIST_ROUNDS_FROM_FREE;
             let keys = self.ws().free.take_dirty();
             if keys.is_empty() {
                 return Ok(());

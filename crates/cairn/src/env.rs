@@ -614,14 +614,9 @@ fn load_writer(
     } else {
         meta.last_steady
     };
-    // Only the last steady commit pins pages here; readers are accounted for when a write
-    // transaction begins. The runs released here stay dirty, so the next commit persists them.
-    let pins: Vec<u64> = if steady < meta.txnid {
-        vec![steady]
-    } else {
-        Vec::new()
-    };
-    free.release(&pins);
+    // Nothing is released here: readers of other handles may pin any of these runs. The
+    // write transaction about to begin releases what no pinned snapshot (readers and the last
+    // steady commit) can see, and its commit persists that.
     free.forget_undo();
     ws.free = free;
     ws.next_txnid = slots.iter().copied().max().unwrap_or(0).max(meta.txnid) + 1;

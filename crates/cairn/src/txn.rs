@@ -257,6 +257,10 @@ pub struct RwTxn<'env> {
     pub(crate) changed: bool,
     /// Reused by sorted-duplicates writes for the value sets they build.
     pub(crate) dup_scratch: Vec<u8>,
+    /// Set while the free set is written into the free tree: pages the tree needs then come
+    /// from the end of the file, never from the free set being written, so that persisting
+    /// cannot chase its own changes forever.
+    pub(crate) persisting: bool,
 }
 
 impl<'env> RwTxn<'env> {
@@ -308,6 +312,7 @@ impl<'env> RwTxn<'env> {
             frames: Vec::new(),
             freed_clean: Vec::new(),
             changed: false,
+            persisting: false,
             dup_scratch: Vec::new(),
         })
     }
@@ -768,7 +773,12 @@ impl PageWriter for RwTxn<'_> {
 
     fn alloc(&mut self, span: u64) -> Result<u64> {
         let ps = self.env.inner.page_size;
-        let pg = match self.ws().free.alloc(span) {
+        let from_free = if self.persisting {
+            None
+        } else {
+            self.ws().free.alloc(span)
+        };
+        let pg = match from_free {
             Some(p) => p,
             None => {
                 let p = self.npages;

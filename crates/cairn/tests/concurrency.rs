@@ -153,11 +153,18 @@ fn snapshots_stay_put_while_the_writer_churns() {
     let n = txns();
     std::thread::scope(|s| {
         s.spawn(|| {
+            // Set `done` even if the writer panics, so the readers stop and the panic shows.
+            struct Done<'a>(&'a AtomicBool);
+            impl Drop for Done<'_> {
+                fn drop(&mut self) {
+                    self.0.store(true, Ordering::Release);
+                }
+            }
+            let _done = Done(&done);
             let mut rng = Rng(42);
             for _ in 0..n {
                 churn(&env, dbs, &mut rng);
             }
-            done.store(true, Ordering::Release);
         });
         for t in 0..READERS {
             let (env, probes, done, verified) = (&env, &probes, &done, &verified);
