@@ -121,7 +121,9 @@ impl VerifiedPages {
     /// Forgets every page starting in `[off, off + len)`.
     fn forget(&self, off: u64, len: u64) {
         let mut at = off.div_ceil(UNIT) * UNIT;
-        let end = off.saturating_add(len);
+        // Past the table nothing is remembered.
+        let covered = self.chunks.len() as u64 * CHUNK * UNIT;
+        let end = off.saturating_add(len).min(covered);
         while at < end {
             match self.entry(at, false) {
                 Some(e) => {
