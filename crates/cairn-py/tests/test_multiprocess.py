@@ -4,7 +4,6 @@ import os
 import signal
 import time
 
-import pytest
 
 import cairn
 
@@ -24,13 +23,6 @@ def _worker(path, n):
     env.close()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="engine bug, intermittent (about 1 run in 4): a write transaction in one process "
-    "can begin from a stale commit and fails with CorruptedError 'page 1: written by "
-    "transaction N+2, after the snapshot's N' (writer handoff, crates/cairn/src/env.rs "
-    "refresh_writer)",
-)
 def test_workers_share_one_environment(tmp_path):
     path = str(tmp_path / "mp")
     cairn.open(path).close()
