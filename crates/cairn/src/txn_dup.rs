@@ -60,6 +60,23 @@ impl RoTxn<'_> {
 
     /// Iterates over the values of `key` in value order (`.rev()` for descending order);
     /// empty if the key is absent.
+    ///
+    /// ```
+    /// use cairn::{DbFlags, Env, PutFlags};
+    /// let dir = tempfile::tempdir()?;
+    /// let env = Env::open(dir.path())?;
+    /// let mut w = env.write_txn()?;
+    /// let tags = w.create_db(Some("tags"), DbFlags::CREATE | DbFlags::DUP_SORT)?;
+    /// for t in ["rust", "db", "mmap"] {
+    ///     w.put(tags, b"post1", t.as_bytes(), PutFlags::empty())?;
+    /// }
+    /// w.commit()?;
+    /// let r = env.read_txn()?;
+    /// assert_eq!(r.count(tags, b"post1")?, 3);
+    /// let vals: Vec<&[u8]> = r.iter_dup(tags, b"post1")?.collect::<cairn::Result<_>>()?;
+    /// assert_eq!(vals, [&b"db"[..], b"mmap", b"rust"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn iter_dup(&self, db: Database, key: &[u8]) -> Result<DupIter<'_>> {
         let (rec, cmp) = self.db(db)?;
         DupIter::new(self.snapshot(), rec, &cmp, key)
