@@ -121,6 +121,9 @@ pub struct Iter<'t> {
     /// Per end (front, back): the key being walked and the sub-tree leaf of its values with
     /// the slot reached, so that a step inside the leaf reads no page again (DUP_SORT).
     leaf: [Option<(&'t [u8], Page<'t>, usize)>; 2],
+    /// Per end: the main-tree leaf being walked and the slot reached (databases without
+    /// sorted duplicates), so that a step inside the leaf reads no page again.
+    main: [Option<(Page<'t>, usize)>; 2],
 }
 
 impl<'t> Iter<'t> {
@@ -143,6 +146,7 @@ impl<'t> Iter<'t> {
             rec,
             done: false,
             leaf: [None, None],
+            main: [None, None],
         })
     }
 
@@ -167,9 +171,32 @@ impl<'t> Iter<'t> {
         Ok(Some((k, p.key(j)?)))
     }
 
+    /// A step of end `side` inside the main-tree leaf it walks, if the step stays there.
+    #[inline]
+    fn main_step(&mut self, side: usize) -> Result<Entry<'t>> {
+        let Some((p, i)) = self.main[side] else {
+            return Ok(None);
+        };
+        let j = if side == 0 { i + 1 } else { i.wrapping_sub(1) };
+        if j >= p.nkeys() {
+            return Ok(None);
+        }
+        self.main[side] = Some((p, j));
+        let pos = if side == 0 {
+            &mut self.front
+        } else {
+            &mut self.back
+        };
+        // The position follows, for the other end's crossing test and the slow path.
+        pos.set_main_slot(j);
+        let n = p.node(j)?;
+        Ok(Some((n.key, crate::btree::node_value(self.src, &n)?)))
+    }
+
     /// The pair under end `side` after a move, remembering its sub-tree leaf.
     fn landed(&mut self, side: usize) -> Result<Entry<'t>> {
         let pos = if side == 0 { &self.front } else { &self.back };
+        self.main[side] = pos.main_leaf(self.src)?;
         let e = pos.current(self.src)?;
         self.leaf[side] = match (e, pos.sub_leaf(self.src)?) {
             (Some((k, _)), Some((p, i))) => Some((k, p, i)),
@@ -209,6 +236,9 @@ impl<'t> Iter<'t> {
                 }
             }
         } else {
+            if let Some(e) = self.main_step(0)? {
+                return Ok(Some(e));
+            }
             if let Some(e) = self.leaf_step(0)? {
                 return Ok(Some(e));
             }
@@ -238,6 +268,9 @@ impl<'t> Iter<'t> {
                 }
             }
         } else {
+            if let Some(e) = self.main_step(1)? {
+                return Ok(Some(e));
+            }
             if let Some(e) = self.leaf_step(1)? {
                 return Ok(Some(e));
             }

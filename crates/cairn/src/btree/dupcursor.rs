@@ -240,6 +240,29 @@ impl DupPos {
         Ok(Some((tree_page(src, pg)?, i)))
     }
 
+    /// The main-tree leaf under the cursor and the slot in it, in a database without sorted
+    /// duplicates: a caller may walk that leaf directly, then hand the position back with
+    /// [`DupPos::set_main_slot`].
+    pub fn main_leaf<'a, S: PageSource + ?Sized>(
+        &self,
+        src: &'a S,
+    ) -> Result<Option<(crate::format::Page<'a>, usize)>> {
+        if self.dups {
+            return Ok(None);
+        }
+        let Some((pg, i)) = self.main.leaf() else {
+            return Ok(None);
+        };
+        Ok(Some((tree_page(src, pg)?, i)))
+    }
+
+    /// Moves to slot `i` of the current main-tree leaf (a slot the caller read from it).
+    pub fn set_main_slot(&mut self, i: usize) {
+        if !self.dups {
+            self.main.set_leaf_slot(i);
+        }
+    }
+
     /// Moves to slot `i` of the current sub-tree leaf (a slot the caller read from it).
     pub fn set_sub_slot(&mut self, i: usize) {
         if self.at == At::Tree {
