@@ -38,6 +38,21 @@ impl<'t> Cursor<'t> {
         }
     }
 
+    /// Takes the database's user-supplied value order, if it has one (Env::set_dup_order).
+    pub(crate) fn custom_dup_order(
+        &mut self,
+        env: &crate::env::EnvInner,
+        db: Database,
+        rec: &DbRecord,
+    ) -> Result<()> {
+        if dups::is_dupsort(rec) {
+            if let Some(v) = env.db_dup_cmp(env.check_db(db)?) {
+                self.vcmp = v;
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn here(&self) -> Result<Entry<'t>> {
         self.pos.current(self.src)
     }

@@ -233,6 +233,13 @@ impl EnvInner {
             .clone()
     }
 
+    /// The user-supplied value order of a DUP_SORT database, if one was set.
+    pub(crate) fn db_dup_cmp(&self, idx: usize) -> Option<KeyCmp> {
+        self.dbs.read().unwrap_or_else(|p| p.into_inner())[idx]
+            .dup_cmp
+            .clone()
+    }
+
     pub(crate) fn db_flags(&self, idx: usize) -> DbFlags {
         self.dbs.read().unwrap_or_else(|p| p.into_inner())[idx].flags
     }
@@ -279,6 +286,7 @@ impl EnvInner {
             name: Some(name.to_string()),
             flags,
             cmp: cmp_for(flags),
+            dup_cmp: None,
         });
         Ok(Database {
             idx: (g.len() - 1) as u32,

@@ -225,6 +225,8 @@ pub(crate) struct DbInfo {
     pub name: Option<String>,
     pub flags: DbFlags,
     pub cmp: KeyCmp,
+    /// A user-supplied order of a DUP_SORT database's values (None: the flags' order).
+    pub dup_cmp: Option<KeyCmp>,
 }
 
 /// What the writer keeps between transactions.
@@ -376,6 +378,7 @@ impl Env {
             name: None,
             flags: DbFlags::empty(),
             cmp: KeyCmp::Bytes,
+            dup_cmp: None,
         };
         let opts_max = opts.max_size;
         let env = Env {
@@ -494,6 +497,30 @@ impl Env {
     pub fn db_flags(&self, db: crate::Database) -> Result<DbFlags> {
         let idx = self.inner.check_db(db)?;
         Ok(self.inner.db_flags(idx))
+    }
+
+    /// Orders `db`'s keys with a user-supplied function from now on, in this handle (None: back
+    /// to the order its flags give). The order is not stored in the file: every handle that
+    /// uses the database must set the same one before its first access (LMDB's
+    /// mdb_set_compare). Reopening the database with other flags resets it.
+    pub fn set_key_order(&self, db: crate::Database, order: Option<format::CmpFn>) -> Result<()> {
+        let idx = self.inner.check_db(db)?;
+        let mut g = self.inner.dbs.write().unwrap_or_else(|p| p.into_inner());
+        g[idx].cmp = match order {
+            Some(f) => KeyCmp::Custom(f),
+            None => crate::db::cmp_for(g[idx].flags),
+        };
+        Ok(())
+    }
+
+    /// Orders the values of DUP_SORT database `db` with a user-supplied function from now
+    /// on, in this handle (None: the flags' order); as [`Env::set_key_order`], the order is
+    /// not stored (LMDB's mdb_set_dupsort).
+    pub fn set_dup_order(&self, db: crate::Database, order: Option<format::CmpFn>) -> Result<()> {
+        let idx = self.inner.check_db(db)?;
+        let mut g = self.inner.dbs.write().unwrap_or_else(|p| p.into_inner());
+        g[idx].dup_cmp = order.map(KeyCmp::Custom);
+        Ok(())
     }
 
     /// Changes the size limit (None: no limit). Transactions that begin afterwards use it; a

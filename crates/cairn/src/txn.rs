@@ -176,7 +176,9 @@ impl<'env> RoTxn<'env> {
     /// A cursor over a database.
     pub fn cursor(&self, db: Database) -> Result<crate::Cursor<'_>> {
         let (rec, cmp) = self.db(db)?;
-        Ok(crate::Cursor::new(&self.snap, rec, cmp))
+        let mut c = crate::Cursor::new(&self.snap, rec, cmp);
+        c.custom_dup_order(&self.env.inner, db, &rec)?;
+        Ok(c)
     }
 
     /// Iterates over all entries in key order (`.rev()` for descending order).
@@ -605,7 +607,9 @@ impl<'env> RwTxn<'env> {
     /// A read cursor over a database as this transaction sees it.
     pub fn cursor(&self, db: Database) -> Result<crate::Cursor<'_>> {
         let (rec, cmp) = self.db_ro(db)?;
-        Ok(crate::Cursor::new(self, rec, cmp))
+        let mut c = crate::Cursor::new(self, rec, cmp);
+        c.custom_dup_order(&self.env.inner, db, &rec)?;
+        Ok(c)
     }
 
     /// A cursor that can also write at its position.

@@ -113,7 +113,17 @@ impl RwTxn<'_> {
             append_dup: flags.contains(PutFlags::APPEND_DUP),
         };
         let mut scratch = std::mem::take(&mut self.dup_scratch);
-        let r = dups::put(self, &mut rec, cmp, key, val, f, &mut scratch);
+        let vcmp = self.env.inner.db_dup_cmp(idx);
+        let r = dups::put_ordered(
+            self,
+            &mut rec,
+            cmp,
+            vcmp.as_ref(),
+            key,
+            val,
+            f,
+            &mut scratch,
+        );
         self.dup_scratch = scratch;
         self.set_rec(idx, rec);
         r
@@ -165,7 +175,16 @@ impl RwTxn<'_> {
             return self.delete(db, key);
         }
         let mut scratch = std::mem::take(&mut self.dup_scratch);
-        let r = dups::delete_pair(self, &mut rec, &cmp, key, value, &mut scratch);
+        let vcmp = self.env.inner.db_dup_cmp(idx);
+        let r = dups::delete_pair_ordered(
+            self,
+            &mut rec,
+            &cmp,
+            vcmp.as_ref(),
+            key,
+            value,
+            &mut scratch,
+        );
         self.dup_scratch = scratch;
         if matches!(r, Ok(true)) {
             self.set_rec(idx, rec);

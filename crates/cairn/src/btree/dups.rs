@@ -37,6 +37,15 @@ pub struct DupOrder {
 }
 
 impl DupOrder {
+    /// The order of a database with record flags `flags`, or `vcmp` when given.
+    pub fn with(flags: u16, vcmp: Option<&KeyCmp>) -> DupOrder {
+        let mut o = DupOrder::of(flags);
+        if let Some(c) = vcmp {
+            o.cmp = c.clone();
+        }
+        o
+    }
+
     /// The order of a database with record flags `flags`.
     pub fn of(flags: u16) -> DupOrder {
         let f = DbFlags::from_bits_retain(u32::from(flags));
@@ -305,7 +314,25 @@ pub fn put<W: PageWriter + ?Sized>(
     f: DupPut,
     scratch: &mut Vec<u8>,
 ) -> Result<bool> {
-    let ord = DupOrder::of(rec.flags);
+    put_ordered(w, rec, kcmp, None, key, val, f, scratch)
+}
+
+/// [`put`] with a user-supplied value order (`vcmp`; None: the flags' order).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "put's arguments plus the value order"
+)]
+pub fn put_ordered<W: PageWriter + ?Sized>(
+    w: &mut W,
+    rec: &mut DbRecord,
+    kcmp: &KeyCmp,
+    vcmp: Option<&KeyCmp>,
+    key: &[u8],
+    val: &[u8],
+    f: DupPut,
+    scratch: &mut Vec<u8>,
+) -> Result<bool> {
+    let ord = DupOrder::with(rec.flags, vcmp);
     let (pgno, i) = match search::find_leaf(w, rec, kcmp, key)? {
         Some((pg, i, true)) => (pg, i),
         _ => {
@@ -467,7 +494,20 @@ pub fn delete_pair<W: PageWriter + ?Sized>(
     val: &[u8],
     scratch: &mut Vec<u8>,
 ) -> Result<bool> {
-    let ord = DupOrder::of(rec.flags);
+    delete_pair_ordered(w, rec, kcmp, None, key, val, scratch)
+}
+
+/// [`delete_pair`] with a user-supplied value order (`vcmp`; None: the flags' order).
+pub fn delete_pair_ordered<W: PageWriter + ?Sized>(
+    w: &mut W,
+    rec: &mut DbRecord,
+    kcmp: &KeyCmp,
+    vcmp: Option<&KeyCmp>,
+    key: &[u8],
+    val: &[u8],
+    scratch: &mut Vec<u8>,
+) -> Result<bool> {
+    let ord = DupOrder::with(rec.flags, vcmp);
     let Some((pgno, i, true)) = search::find_leaf(w, rec, kcmp, key)? else {
         return Ok(false);
     };
