@@ -1,0 +1,360 @@
+//! `MDB_txn`: read transactions (with reset/renew), write transactions and nested ones.
+//!
+//! A write transaction's `RwTxn` lives in its own box; a nested child holds a `Nested` that
+//! borrows it mutably, so while a child lives its ancestors refuse every operation with
+//! MDB_BAD_TXN (LMDB's rule too). Committing or aborting a parent ends its live child first.
+//! Cursors of a write transaction are freed when it ends (as in LMDB 0.9); cursors of a read
+//! transaction outlive it, detached, until mdb_cursor_renew or mdb_cursor_close.
+
+use crate::cursor::{self, MDB_cursor};
+use crate::env::{env_static, handle, trc, tri, txn_ended, txn_started, MDB_env};
+use crate::{guard, guard_void, MDB_BAD_TXN, MDB_RDONLY};
+use cairn::{Nested, RoTxn, RwTxn};
+use std::os::raw::{c_int, c_uint};
+
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per transaction handle, which is boxed already"
+)]
+pub(crate) enum Kind {
+    Ro(RoTxn<'static>),
+    /// A read transaction after mdb_txn_reset: no snapshot until mdb_txn_renew.
+    Reset,
+    Rw(*mut RwTxn<'static>),
+    Nested(*mut Nested<'static, 'static>),
+}
+
+/// A transaction handle.
+pub struct MDB_txn {
+    pub(crate) env: *mut MDB_env,
+    pub(crate) kind: Kind,
+    parent: *mut MDB_txn,
+    child: *mut MDB_txn,
+    pub(crate) cursors: Vec<*mut MDB_cursor>,
+    /// A write failed in a way that leaves the transaction unusable (LMDB's MDB_TXN_ERROR).
+    broken: bool,
+}
+
+/// What reads go through.
+pub(crate) enum View<'a> {
+    Ro(&'a RoTxn<'static>),
+    Rw(&'a RwTxn<'static>),
+}
+
+impl<'a> View<'a> {
+    pub(crate) fn get(&self, db: cairn::Database, key: &[u8]) -> cairn::Result<Option<&'a [u8]>> {
+        match self {
+            View::Ro(t) => t.get(db, key),
+            View::Rw(t) => t.get(db, key),
+        }
+    }
+    pub(crate) fn cursor(&self, db: cairn::Database) -> cairn::Result<cairn::Cursor<'a>> {
+        match self {
+            View::Ro(t) => t.cursor(db),
+            View::Rw(t) => t.cursor(db),
+        }
+    }
+    pub(crate) fn stat(&self, db: cairn::Database) -> cairn::Result<cairn::Stat> {
+        match self {
+            View::Ro(t) => t.stat(db),
+            View::Rw(t) => t.stat(db),
+        }
+    }
+}
+
+impl MDB_txn {
+    pub(crate) fn menv(&self) -> &MDB_env {
+        // SAFETY: the environment outlives its transactions (`live`; docs/safety.md §7).
+        unsafe { &*self.env }
+    }
+
+    fn usable(&self) -> Result<(), c_int> {
+        if !self.child.is_null() || self.broken {
+            return Err(MDB_BAD_TXN);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn is_write(&self) -> bool {
+        matches!(self.kind, Kind::Rw(_) | Kind::Nested(_))
+    }
+
+    /// The transaction for reading, with the lifetime of this handle's borrow.
+    pub(crate) fn view(&self) -> Result<View<'_>, c_int> {
+        self.usable()?;
+        Ok(match &self.kind {
+            Kind::Ro(t) => View::Ro(t),
+            Kind::Reset => return Err(MDB_BAD_TXN),
+            // SAFETY: the box lives until the transaction ends; no child holds it (usable).
+            Kind::Rw(p) => View::Rw(unsafe { &**p }),
+            // SAFETY: as above, through the Nested handle.
+            Kind::Nested(p) => View::Rw(unsafe { &**p }),
+        })
+    }
+
+    fn rw_ptr(&self) -> Result<*mut RwTxn<'static>, c_int> {
+        match &self.kind {
+            Kind::Ro(_) | Kind::Reset => Err(libc::EACCES),
+            Kind::Rw(p) => Ok(*p),
+            // SAFETY: the Nested box lives until this transaction ends (docs/safety.md §7).
+            Kind::Nested(p) => Ok(unsafe { &mut ***p } as *mut RwTxn<'static>),
+        }
+    }
+
+    /// The write transaction, after parking this transaction's cursors (a write may move or
+    /// free the pages they borrow).
+    pub(crate) fn rw(&mut self) -> Result<&mut RwTxn<'static>, c_int> {
+        self.usable()?;
+        let p = self.rw_ptr()?;
+        self.park_cursors();
+        // SAFETY: the box lives until the transaction ends; parked cursors no longer borrow
+        // it; the C API is used from one thread per write transaction (docs/safety.md §7).
+        Ok(unsafe { &mut *p })
+    }
+
+    pub(crate) fn park_cursors(&mut self) {
+        for &c in &self.cursors {
+            // SAFETY: registered cursors are live until they unregister (docs/safety.md §7).
+            unsafe { cursor::park(c) };
+        }
+    }
+
+    /// Records a write's failure: the errors after which LMDB refuses the transaction.
+    pub(crate) fn fail(&mut self, e: &cairn::Error) -> c_int {
+        let rc = crate::code(e);
+        if matches!(
+            e,
+            cairn::Error::Io { .. }
+                | cairn::Error::MapFull { .. }
+                | cairn::Error::Corrupted { .. }
+                | cairn::Error::Poisoned
+        ) {
+            self.broken = true;
+        }
+        rc
+    }
+
+    pub(crate) fn unregister(&mut self, c: *mut MDB_cursor) {
+        self.cursors.retain(|&x| x != c);
+    }
+}
+
+/// Begins a transaction: MDB_RDONLY for a read one; a `parent` write transaction for a
+/// nested one.
+#[no_mangle]
+pub unsafe extern "C" fn mdb_txn_begin(
+    env: *mut MDB_env,
+    parent: *mut MDB_txn,
+    flags: c_uint,
+    txn: *mut *mut MDB_txn,
+) -> c_int {
+    guard(|| {
+        let e = handle!(env);
+        if txn.is_null() {
+            return libc::EINVAL;
+        }
+        let en = tri!(env_static(e));
+        let kind = if flags & MDB_RDONLY != 0 {
+            if !parent.is_null() {
+                return libc::EINVAL;
+            }
+            Kind::Ro(trc!(en.read_txn()))
+        } else if parent.is_null() {
+            if en.is_read_only() {
+                return libc::EACCES;
+            }
+            Kind::Rw(Box::into_raw(Box::new(trc!(en.write_txn()))))
+        } else {
+            // SAFETY: a live handle (docs/safety.md §7).
+            let p = unsafe { &mut *parent };
+            if p.env != env || !p.is_write() {
+                return libc::EINVAL;
+            }
+            tri!(p.usable());
+            // The child changes pages the ancestors' cursors may borrow.
+            let mut a = parent;
+            while !a.is_null() {
+                // SAFETY: ancestors are live while a descendant is (docs/safety.md §7).
+                let at = unsafe { &mut *a };
+                at.park_cursors();
+                a = at.parent;
+            }
+            let rw = tri!(p.rw_ptr());
+            // SAFETY: the parent's RwTxn outlives the child (ended first); the parent is
+            // refused while the child lives (docs/safety.md §7).
+            let n = trc!(unsafe { &mut *rw }.nested());
+            // SAFETY: lifetime erasure only; see above.
+            let n: Nested<'static, 'static> = unsafe { std::mem::transmute(n) };
+            Kind::Nested(Box::into_raw(Box::new(n)))
+        };
+        txn_started(e);
+        let t = Box::into_raw(Box::new(MDB_txn {
+            env,
+            kind,
+            parent,
+            child: std::ptr::null_mut(),
+            cursors: Vec::new(),
+            broken: false,
+        }));
+        if !parent.is_null() {
+            // SAFETY: checked live above.
+            unsafe { (*parent).child = t };
+        }
+        // SAFETY: checked non-NULL out-parameter.
+        unsafe { *txn = t };
+        0
+    })
+}
+
+/// Ends `txn` (commit or abort) and frees it; its live child ends first.
+unsafe fn finish(txn: *mut MDB_txn, commit: bool) -> c_int {
+    // SAFETY: a live handle (docs/safety.md §7).
+    let t = unsafe { &mut *txn };
+    let mut rc = 0;
+    if !t.child.is_null() {
+        // SAFETY: the child is live while registered.
+        rc = unsafe { finish(t.child, commit) };
+    }
+    let write = t.is_write();
+    for c in std::mem::take(&mut t.cursors) {
+        // SAFETY: registered cursors are live (docs/safety.md §7).
+        unsafe { cursor::detach(c, write) };
+    }
+    let kind = std::mem::replace(&mut t.kind, Kind::Reset);
+    let commit = commit && rc == 0;
+    let broken = t.broken;
+    rc = match kind {
+        Kind::Ro(r) => {
+            drop(r);
+            rc
+        }
+        Kind::Reset => rc,
+        Kind::Rw(p) => {
+            // SAFETY: created by Box::into_raw in mdb_txn_begin; no child borrows it now.
+            let w = unsafe { Box::from_raw(p) };
+            if commit && !broken {
+                w.commit().map_or_else(|e| crate::code(&e), |_| 0)
+            } else if commit {
+                MDB_BAD_TXN
+            } else {
+                rc
+            }
+        }
+        Kind::Nested(p) => {
+            // SAFETY: as above.
+            let n = unsafe { Box::from_raw(p) };
+            if commit && !broken {
+                n.commit().map_or_else(|e| crate::code(&e), |_| 0)
+            } else if commit {
+                MDB_BAD_TXN
+            } else {
+                rc
+            }
+        }
+    };
+    if !t.parent.is_null() {
+        // SAFETY: the parent outlives its child.
+        unsafe { (*t.parent).child = std::ptr::null_mut() };
+    }
+    let env = t.env;
+    // SAFETY: created by Box::into_raw in mdb_txn_begin; the caller gives it up.
+    drop(unsafe { Box::from_raw(txn) });
+    // SAFETY: the environment is live until its last transaction ends.
+    unsafe { txn_ended(env) };
+    rc
+}
+
+/// Commits (a read transaction: ends it) and frees the handle.
+#[no_mangle]
+pub unsafe extern "C" fn mdb_txn_commit(txn: *mut MDB_txn) -> c_int {
+    guard(|| {
+        if txn.is_null() {
+            return libc::EINVAL;
+        }
+        // SAFETY: a live handle.
+        unsafe { finish(txn, true) }
+    })
+}
+
+/// Aborts and frees the handle.
+#[no_mangle]
+pub unsafe extern "C" fn mdb_txn_abort(txn: *mut MDB_txn) {
+    guard_void(|| {
+        if !txn.is_null() {
+            // SAFETY: a live handle.
+            unsafe { finish(txn, false) };
+        }
+    })
+}
+
+/// Releases a read transaction's snapshot, keeping the handle for mdb_txn_renew.
+#[no_mangle]
+pub unsafe extern "C" fn mdb_txn_reset(txn: *mut MDB_txn) {
+    guard_void(|| {
+        if txn.is_null() {
+            return;
+        }
+        // SAFETY: a live handle.
+        let t = unsafe { &mut *txn };
+        if let Kind::Ro(_) = t.kind {
+            t.park_cursors_hard();
+            t.kind = Kind::Reset;
+        }
+    })
+}
+
+impl MDB_txn {
+    /// Drops the engine cursors without keeping positions (the snapshot goes away).
+    fn park_cursors_hard(&mut self) {
+        for &c in &self.cursors {
+            // SAFETY: registered cursors are live.
+            unsafe { cursor::unposition(c) };
+        }
+    }
+}
+
+/// Takes a new snapshot for a reset read transaction.
+#[no_mangle]
+pub unsafe extern "C" fn mdb_txn_renew(txn: *mut MDB_txn) -> c_int {
+    guard(|| {
+        let t = handle!(txn);
+        if !matches!(t.kind, Kind::Reset) {
+            return libc::EINVAL;
+        }
+        let en = tri!(env_static(t.menv()));
+        t.kind = Kind::Ro(trc!(en.read_txn()));
+        0
+    })
+}
+
+/// The environment of a transaction.
+#[no_mangle]
+pub unsafe extern "C" fn mdb_txn_env(txn: *mut MDB_txn) -> *mut MDB_env {
+    if txn.is_null() {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: a live handle.
+    unsafe { (*txn).env }
+}
+
+/// The transaction id (a read transaction's snapshot; 0 after reset).
+#[no_mangle]
+pub unsafe extern "C" fn mdb_txn_id(txn: *mut MDB_txn) -> libc::size_t {
+    let mut out = 0;
+    guard_void(|| {
+        if txn.is_null() {
+            return;
+        }
+        // SAFETY: a live handle.
+        let t = unsafe { &*txn };
+        out = match &t.kind {
+            Kind::Ro(r) => r.id(),
+            Kind::Reset => 0,
+            // SAFETY: the boxes live until the transaction ends.
+            Kind::Rw(p) => unsafe { &**p }.id(),
+            // SAFETY: as above.
+            Kind::Nested(p) => unsafe { &**p }.id(),
+        } as usize;
+    });
+    out
+}
