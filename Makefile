@@ -2,12 +2,12 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR := never
 
-.PHONY: demo test test-rust test-cli test-py py-venv bench-py lmdb-utils lint bench bench-full torture doc fuzz miri
+.PHONY: demo test test-rust test-cli test-py py-venv bench-py lmdb-utils lint bench bench-full torture doc fuzz miri capi capi-deps test-capi install-capi bench-capi
 
 demo:
 	$(CARGO) run --release -p cairn --example demo
 
-test: test-rust test-cli test-py
+test: test-rust test-cli test-py test-capi
 
 test-rust:
 	$(CARGO) test -p cairn --release
@@ -26,6 +26,38 @@ lmdb-utils:
 	  $$SUDO apt-get install -y lmdb-utils || \
 	    { $$SUDO apt-get update && $$SUDO apt-get install -y lmdb-utils; }; \
 	else echo "WARNING: no apt-get: LMDB interop tests will be skipped"; fi
+
+# LMDB's C API (crates/cairn-capi): liblmdb.so.0 / liblmdb.a with lmdb.h, cairn.h and lmdb.pc,
+# staged under target/capi. Its C tests run under valgrind and AddressSanitizer; example
+# programs built against Debian's liblmdb and against Cairn must print the same; Debian's
+# python3-lmdb and postfix's postmap run on Cairn's library through LD_LIBRARY_PATH.
+CAPI_PKGS := liblmdb-dev python3-lmdb postfix-lmdb valgrind pkg-config gcc
+capi:
+	$(CARGO) build -p cairn-capi --release
+	$(MAKE) -C crates/cairn-capi/tests-c stage
+
+capi-deps:
+	@missing=; for p in $(CAPI_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  echo "postfix postfix/main_mailer_type select No configuration" | $$SUDO debconf-set-selections; \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing || \
+	    { $$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; }; \
+	fi
+
+test-capi: capi-deps capi
+	$(CARGO) test -p cairn-capi --release
+	$(MAKE) -C crates/cairn-capi/tests-c test
+
+# Copies the staged library, headers and pkg-config file under PREFIX (default /usr/local).
+PREFIX ?= /usr/local
+install-capi: capi
+	mkdir -p $(PREFIX)/lib/pkgconfig $(PREFIX)/include
+	cp -P target/capi/lib/liblmdb.so.0 target/capi/lib/liblmdb.so target/capi/lib/liblmdb.a $(PREFIX)/lib/
+	cp target/capi/include/lmdb.h target/capi/include/cairn.h $(PREFIX)/include/
+	sed 's|^prefix=.*|prefix=$(PREFIX)|' target/capi/lib/pkgconfig/lmdb.pc > $(PREFIX)/lib/pkgconfig/lmdb.pc
 
 # The Python package (crates/cairn-py): a venv under .venv with maturin, pytest and py-lmdb
 # (the reference it is compared with), the extension built into it, then its pytest suite.
@@ -52,7 +84,7 @@ bench-py: py-venv
 
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy -p cairn -p cairn-cli -p cairn-py --all-targets -- -D warnings
+	$(CARGO) clippy -p cairn -p cairn-cli -p cairn-py -p cairn-capi --all-targets -- -D warnings
 
 bench:
 	bench/run.sh quick

@@ -165,7 +165,7 @@ pub unsafe extern "C" fn mdb_version(
 /// Our own wording of each LMDB code (NUL-terminated).
 fn mdb_text(err: c_int) -> Option<&'static [u8]> {
     Some(match err {
-        MDB_SUCCESS => b"Successful return: 0\0",
+        MDB_SUCCESS => b"Success (no error)\0",
         MDB_KEYEXIST => b"MDB_KEYEXIST: the key/data pair already exists\0",
         MDB_NOTFOUND => b"MDB_NOTFOUND: no matching key/data pair found\0",
         MDB_PAGE_NOTFOUND => b"MDB_PAGE_NOTFOUND: a requested page was not found\0",

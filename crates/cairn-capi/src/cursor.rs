@@ -231,17 +231,19 @@ pub unsafe extern "C" fn mdb_cursor_get(
         if needs_data && data.is_null() {
             return libc::EINVAL;
         }
-        // SAFETY: checked non-NULL where read; the caller's key/data (docs/safety.md §7).
-        let kin = if key.is_null() {
-            &[][..]
-        } else {
+        // Only the operations that take a key or a value read them: for the others the
+        // caller's MDB_vals are output only and may be uninitialised.
+        // SAFETY: checked non-NULL above; the caller's key/data (docs/safety.md §7).
+        let kin = if needs_key {
             unsafe { slice(&*key) }
+        } else {
+            &[][..]
         };
         // SAFETY: as above.
-        let din = if data.is_null() {
-            &[][..]
-        } else {
+        let din = if needs_data {
             unsafe { slice(&*data) }
+        } else {
+            &[][..]
         };
         let dupsort = c.dupsort();
         let fixed = c.flags.contains(DbFlags::DUP_FIXED);
@@ -287,7 +289,7 @@ pub unsafe extern "C" fn mdb_cursor_get(
             op::GET_BOTH_RANGE => cur.get_both_range(kin, din),
             op::GET_MULTIPLE | op::NEXT_MULTIPLE | op::PREV_MULTIPLE => {
                 if !(dupsort && fixed) {
-                    return MDB_INCOMPATIBLE;
+                    return libc::EINVAL;
                 }
                 if data.is_null() {
                     return libc::EINVAL;
@@ -310,6 +312,13 @@ pub unsafe extern "C" fn mdb_cursor_get(
                 };
             }
             _ => return libc::EINVAL,
+        };
+        // Past either end LMDB's cursor stays on the last (first) pair, where the engine's
+        // becomes unpositioned: put it back so that a following MDB_PREV (MDB_NEXT) agrees.
+        let res = match (cop, res) {
+            (op::NEXT | op::NEXT_NODUP, Ok(None)) => cur.last().map(|_| None),
+            (op::PREV | op::PREV_NODUP, Ok(None)) => cur.first().map(|_| None),
+            (_, r) => r,
         };
         match res {
             Ok(Some((k, v))) => {

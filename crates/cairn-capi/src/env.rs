@@ -33,6 +33,8 @@ pub(crate) struct Dbi {
 pub struct MDB_env {
     pub(crate) env: Option<Env>,
     mapsize: Option<u64>,
+    /// cairn_env_set_sync_bytes: Some(None) disables the periodic flush.
+    pub(crate) sync_bytes: Option<Option<u64>>,
     maxreaders: u32,
     pub(crate) maxdbs: u32,
     flags: c_uint,
@@ -155,6 +157,7 @@ pub unsafe extern "C" fn mdb_env_create(env: *mut *mut MDB_env) -> c_int {
         let e = Box::new(MDB_env {
             env: None,
             mapsize: None,
+            sync_bytes: None,
             maxreaders: 126,
             maxdbs: 0,
             flags: 0,
@@ -210,18 +213,33 @@ pub unsafe extern "C" fn mdb_env_open(
             p.join("data.cairn")
         };
         let existed = data.exists();
-        let (dur, sync_bytes) = durability(flags);
-        let mut o = Env::options()
+        let (dur, mut sync_bytes) = durability(flags);
+        if let (Durability::Lazy, Some(b)) = (dur, e.sync_bytes) {
+            sync_bytes = b;
+        }
+        let o = Env::options()
             .max_dbs(e.maxdbs.max(1))
             .max_readers(e.maxreaders)
             .read_only(flags & MDB_RDONLY != 0)
             .no_subdir(nosubdir)
             .durability(dur)
-            .sync_every_bytes(sync_bytes);
-        if let Some(m) = e.mapsize {
-            o = o.max_size(Some(m)).map_reserve(RESERVE.max(m));
-        }
-        let opened = trc!(o.open(&p));
+            .sync_every_bytes(sync_bytes)
+            .max_size(e.mapsize);
+        // The reservation is address space only; where that is limited (ulimit -v, valgrind)
+        // a smaller one is tried, down to the size limit.
+        let floor = e.mapsize.unwrap_or(0).max(1 << 30);
+        let mut reserve = RESERVE.max(floor);
+        let opened = loop {
+            match o.clone().map_reserve(reserve).open(&p) {
+                Err(cairn::Error::Io { source, .. })
+                    if reserve > floor
+                        && matches!(source.raw_os_error(), Some(libc::ENOMEM | libc::EINVAL)) =>
+                {
+                    reserve = (reserve / 8).max(floor);
+                }
+                r => break trc!(r),
+            }
+        };
         if !existed && flags & MDB_RDONLY == 0 {
             let mut lock = data.as_os_str().to_owned();
             if nosubdir {
@@ -239,8 +257,14 @@ pub unsafe extern "C" fn mdb_env_open(
             Ok(c) => c,
             Err(_) => return libc::EINVAL,
         };
+        // Writable unless read-only: callers such as postfix take fcntl write locks on it.
+        let access = if flags & MDB_RDONLY != 0 {
+            libc::O_RDONLY
+        } else {
+            libc::O_RDWR
+        };
         // SAFETY: a valid C string; the descriptor is ours until Drop (docs/safety.md §7).
-        e.fd = unsafe { libc::open(cdata.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        e.fd = unsafe { libc::open(cdata.as_ptr(), access | libc::O_CLOEXEC) };
         e.path = Some(cpath.to_owned());
         e.flags = flags;
         e.env = Some(opened);
@@ -411,7 +435,7 @@ pub unsafe extern "C" fn mdb_env_get_path(env: *mut MDB_env, path: *mut *const c
     })
 }
 
-/// A read-only descriptor of the data file (for fstat or locks such as postfix's).
+/// A descriptor of the data file (for fstat, or locks such as postfix's).
 #[no_mangle]
 pub unsafe extern "C" fn mdb_env_get_fd(env: *mut MDB_env, fd: *mut c_int) -> c_int {
     guard(|| {

@@ -22,6 +22,7 @@ mod consts;
 mod cursor;
 mod db;
 mod env;
+mod extra;
 mod txn;
 
 pub use consts::*;
