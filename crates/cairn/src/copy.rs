@@ -61,6 +61,10 @@ fn compact_copy(txn: &RoTxn<'_>, dest: &Path) -> Result<()> {
         .durability(Durability::Lazy)
         .max_dbs(src_env.inner.opts.max_dbs)
         .no_subdir(true)
+        // A compacted copy is never larger than its source; reserving address space to
+        // match (not the default 1 TiB) lets copies work where address space is limited
+        // (ulimit -v, valgrind).
+        .map_reserve((src_env.inner.storage.len() * 2).max(64 << 20))
         .open(dest)?;
     {
         let mut w = out.write_txn()?;
