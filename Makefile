@@ -51,6 +51,29 @@ test-capi: capi-deps capi
 	$(CARGO) test -p cairn-capi --release
 	$(MAKE) -C crates/cairn-capi/tests-c test
 
+# One C benchmark program (bench/capi/bench_capi.c) linked against Debian's LMDB and against
+# Cairn, and the same work through Cairn's Rust API, in one run; prints ns/op and the ratios
+# (C on Cairn / Rust on Cairn is the cost of the C layer). BENCH_N: records (a power of two).
+BENCH_N ?= 262144
+bench-capi: capi-deps capi
+	$(CARGO) build -p cairn-capi --release --example bench_rust
+	mkdir -p target/capi-bench
+	$(CC) -O2 bench/capi/bench_capi.c -o target/capi-bench/bench_lmdb -llmdb
+	$(CC) -O2 $$(PKG_CONFIG_PATH=target/capi/lib/pkgconfig pkg-config --cflags lmdb) bench/capi/bench_capi.c \
+	  -o target/capi-bench/bench_cairn $$(PKG_CONFIG_PATH=target/capi/lib/pkgconfig pkg-config --libs lmdb)
+	rm -f target/capi-bench/*.txt
+	# Rounds alternate the three programs so that load from elsewhere hits them alike; the
+	# report keeps each phase's best.
+	for round in 1 2 3; do \
+	  target/capi-bench/bench_lmdb target/capi-bench/db $(BENCH_N) >> target/capi-bench/lmdb.txt && \
+	  LD_LIBRARY_PATH=target/capi/lib target/capi-bench/bench_cairn target/capi-bench/db $(BENCH_N) \
+	    >> target/capi-bench/cairn_c.txt && \
+	  target/release/examples/bench_rust target/capi-bench/db $(BENCH_N) >> target/capi-bench/cairn_rust.txt \
+	  || exit 1; \
+	done
+	rm -rf target/capi-bench/db
+	@bench/capi/report.sh target/capi-bench
+
 # Copies the staged library, headers and pkg-config file under PREFIX (default /usr/local).
 PREFIX ?= /usr/local
 install-capi: capi

@@ -131,9 +131,9 @@ pub unsafe extern "C" fn mdb_cursor_open(
         if cursor.is_null() {
             return libc::EINVAL;
         }
-        let d = tri!(t.menv().dbi(dbi));
+        let d = tri!(t.dbi(dbi));
         tri!(t.view());
-        let flags = trc!(tri!(crate::env::env_static(t.menv())).db_flags(d.db));
+        let flags = d.flags;
         let c = Box::into_raw(Box::new(MDB_cursor {
             txn,
             dbi,
@@ -247,7 +247,12 @@ pub unsafe extern "C" fn mdb_cursor_get(
         };
         let dupsort = c.dupsort();
         let fixed = c.flags.contains(DbFlags::DUP_FIXED);
-        let saved_key = c.saved.as_ref().map(|s| s.0.clone());
+        // Needed only after a re-seek that found the parked pair gone (rare): no copy else.
+        let saved_key = if c.off {
+            c.saved.as_ref().map(|s| s.0.clone())
+        } else {
+            None
+        };
         let cur: *mut Cursor<'static> = tri!(c.ensure());
         let was_off = std::mem::take(&mut c.off);
         // SAFETY: `c.cur`, which `ensure` just set; only `c.off` was touched since.

@@ -69,8 +69,10 @@ pub unsafe extern "C" fn mdb_dbi_open(
                 names.push(n.to_string());
             }
         }
+        t.forget_cached(db.index());
         t.menv().set_dbi(Dbi {
             db,
+            flags: trc!(tri!(env_static(t.menv())).db_flags(db)),
             cmp: None,
             dcmp: None,
         });
@@ -88,7 +90,7 @@ pub unsafe extern "C" fn mdb_stat(txn: *mut MDB_txn, dbi: MDB_dbi, stat: *mut MD
         if stat.is_null() {
             return libc::EINVAL;
         }
-        let d = tri!(t.menv().dbi(dbi));
+        let d = tri!(t.dbi(dbi));
         let s = trc!(tri!(t.view()).stat(d.db));
         // SAFETY: checked non-NULL out-parameter.
         unsafe { *stat = crate::env::to_stat(s) };
@@ -97,12 +99,9 @@ pub unsafe extern "C" fn mdb_stat(txn: *mut MDB_txn, dbi: MDB_dbi, stat: *mut MD
 }
 
 /// A handle's database and its flags.
-fn dbi_flags(t: &MDB_txn, dbi: MDB_dbi) -> Result<(Dbi, DbFlags), c_int> {
-    let d = t.menv().dbi(dbi)?;
-    let f = env_static(t.menv())?
-        .db_flags(d.db)
-        .map_err(|e| crate::code(&e))?;
-    Ok((d, f))
+fn dbi_flags(t: &mut MDB_txn, dbi: MDB_dbi) -> Result<(Dbi, DbFlags), c_int> {
+    let d = t.dbi(dbi)?;
+    Ok((d, d.flags))
 }
 
 /// The flags a database was created with.
@@ -141,7 +140,7 @@ pub unsafe extern "C" fn mdb_dbi_close(env: *mut crate::MDB_env, dbi: MDB_dbi) {
 pub unsafe extern "C" fn mdb_drop(txn: *mut MDB_txn, dbi: MDB_dbi, del: c_int) -> c_int {
     guard(|| {
         let t = handle!(txn);
-        let d = tri!(t.menv().dbi(dbi));
+        let d = tri!(t.dbi(dbi));
         let w = tri!(t.rw());
         let r = if del != 0 {
             w.drop_db(d.db)
@@ -152,6 +151,7 @@ pub unsafe extern "C" fn mdb_drop(txn: *mut MDB_txn, dbi: MDB_dbi, del: c_int) -
             Ok(()) => {
                 if del != 0 && dbi != 0 {
                     t.menv().forget_dbi(dbi);
+                    t.forget_cached(dbi);
                 }
                 0
             }
@@ -173,7 +173,7 @@ pub unsafe extern "C" fn mdb_get(
         if key.is_null() || data.is_null() {
             return libc::EINVAL;
         }
-        let d = tri!(t.menv().dbi(dbi));
+        let d = tri!(t.dbi(dbi));
         // SAFETY: checked non-NULL; the caller's key (docs/safety.md §7).
         let k = unsafe { slice(&*key) };
         match trc!(tri!(t.view()).get(d.db, k)) {
@@ -282,7 +282,7 @@ fn ordering(f: MDB_cmp_func, a: &[u8], b: &[u8]) -> std::cmp::Ordering {
 fn set_order(txn: *mut MDB_txn, dbi: MDB_dbi, cmp: Option<MDB_cmp_func>, dup: bool) -> c_int {
     guard(|| {
         let t = handle!(txn);
-        let d = tri!(t.menv().dbi(dbi));
+        let d = tri!(t.dbi(dbi));
         let env = tri!(env_static(t.menv()));
         let order = cmp.map(|f| {
             std::sync::Arc::new(move |a: &[u8], b: &[u8]| ordering(f, a, b)) as cairn::format::CmpFn
@@ -298,6 +298,7 @@ fn set_order(txn: *mut MDB_txn, dbi: MDB_dbi, cmp: Option<MDB_cmp_func>, dup: bo
             .update_dbi(dbi, |x| if dup { x.dcmp = cmp } else { x.cmp = cmp }));
         // Cursors built with the old order are rebuilt with the new one.
         t.park_cursors();
+        t.forget_cached(dbi);
         0
     })
 }
@@ -335,7 +336,7 @@ pub unsafe extern "C" fn mdb_set_relfunc(
     let _ = rel;
     guard(|| {
         let t = handle!(txn);
-        tri!(t.menv().dbi(dbi));
+        tri!(t.dbi(dbi));
         0
     })
 }
@@ -350,7 +351,7 @@ pub unsafe extern "C" fn mdb_set_relctx(
     let _ = ctx;
     guard(|| {
         let t = handle!(txn);
-        tri!(t.menv().dbi(dbi));
+        tri!(t.dbi(dbi));
         0
     })
 }

@@ -25,6 +25,8 @@ const RESERVE: u64 = 1 << 40;
 #[derive(Clone, Copy)]
 pub(crate) struct Dbi {
     pub db: Database,
+    /// The database's flags when the handle was opened.
+    pub flags: cairn::DbFlags,
     pub cmp: Option<MDB_cmp_func>,
     pub dcmp: Option<MDB_cmp_func>,
 }
@@ -268,9 +270,11 @@ pub unsafe extern "C" fn mdb_env_open(
         e.path = Some(cpath.to_owned());
         e.flags = flags;
         e.env = Some(opened);
-        let main = e.env.as_ref().expect("just set").main_db();
+        let en = e.env.as_ref().expect("just set");
+        let main = en.main_db();
         e.set_dbi(Dbi {
             db: main,
+            flags: en.db_flags(main).unwrap_or_default(),
             cmp: None,
             dcmp: None,
         });

@@ -7,8 +7,8 @@
 //! transaction outlive it, detached, until mdb_cursor_renew or mdb_cursor_close.
 
 use crate::cursor::{self, MDB_cursor};
-use crate::env::{env_static, handle, trc, tri, txn_ended, txn_started, MDB_env};
-use crate::{guard, guard_void, MDB_BAD_TXN, MDB_RDONLY};
+use crate::env::{env_static, handle, trc, tri, txn_ended, txn_started, Dbi, MDB_env};
+use crate::{guard, guard_void, MDB_dbi, MDB_BAD_TXN, MDB_RDONLY};
 use cairn::{Nested, RoTxn, RwTxn};
 use std::os::raw::{c_int, c_uint};
 
@@ -31,6 +31,8 @@ pub struct MDB_txn {
     parent: *mut MDB_txn,
     child: *mut MDB_txn,
     pub(crate) cursors: Vec<*mut MDB_cursor>,
+    /// Handles looked up by this transaction (the environment's table takes a lock).
+    dbis: Vec<Option<Dbi>>,
     /// A write failed in a way that leaves the transaction unusable (LMDB's MDB_TXN_ERROR).
     broken: bool,
 }
@@ -134,6 +136,28 @@ impl MDB_txn {
         rc
     }
 
+    /// The handle `dbi` (EINVAL if it was never opened).
+    #[inline]
+    pub(crate) fn dbi(&mut self, dbi: MDB_dbi) -> Result<Dbi, c_int> {
+        if let Some(Some(d)) = self.dbis.get(dbi as usize) {
+            return Ok(*d);
+        }
+        let d = self.menv().dbi(dbi)?;
+        let i = dbi as usize;
+        if self.dbis.len() <= i {
+            self.dbis.resize(i + 1, None);
+        }
+        self.dbis[i] = Some(d);
+        Ok(d)
+    }
+
+    /// Drops a cached handle (opened again, closed, dropped or given a comparator).
+    pub(crate) fn forget_cached(&mut self, dbi: MDB_dbi) {
+        if let Some(s) = self.dbis.get_mut(dbi as usize) {
+            *s = None;
+        }
+    }
+
     pub(crate) fn unregister(&mut self, c: *mut MDB_cursor) {
         self.cursors.retain(|&x| x != c);
     }
@@ -194,6 +218,7 @@ pub unsafe extern "C" fn mdb_txn_begin(
             parent,
             child: std::ptr::null_mut(),
             cursors: Vec::new(),
+            dbis: Vec::new(),
             broken: false,
         }));
         if !parent.is_null() {
