@@ -64,7 +64,7 @@ bench-capi: capi-deps capi
 	rm -f target/capi-bench/*.txt
 	# Rounds alternate the three programs so that load from elsewhere hits them alike; the
 	# report keeps each phase's best.
-	for round in 1 2 3; do \
+	for round in 1 2 3 4 5; do \
 	  target/capi-bench/bench_lmdb target/capi-bench/db $(BENCH_N) >> target/capi-bench/lmdb.txt && \
 	  LD_LIBRARY_PATH=target/capi/lib target/capi-bench/bench_cairn target/capi-bench/db $(BENCH_N) \
 	    >> target/capi-bench/cairn_c.txt && \
