@@ -31,11 +31,15 @@ pub struct MDB_txn {
     parent: *mut MDB_txn,
     child: *mut MDB_txn,
     pub(crate) cursors: Vec<*mut MDB_cursor>,
-    /// Handles looked up by this transaction (the environment's table takes a lock).
-    dbis: Vec<Option<Dbi>>,
+    /// Handles looked up by this transaction (the environment's table takes a lock); inline,
+    /// so that a short read transaction allocates nothing for it.
+    dbis: [Option<Dbi>; DBI_CACHE],
     /// A write failed in a way that leaves the transaction unusable (LMDB's MDB_TXN_ERROR).
     broken: bool,
 }
+
+/// Handles cached per transaction (higher ones are looked up each time).
+const DBI_CACHE: usize = 8;
 
 /// What reads go through.
 pub(crate) enum View<'a> {
@@ -143,11 +147,9 @@ impl MDB_txn {
             return Ok(*d);
         }
         let d = self.menv().dbi(dbi)?;
-        let i = dbi as usize;
-        if self.dbis.len() <= i {
-            self.dbis.resize(i + 1, None);
+        if let Some(slot) = self.dbis.get_mut(dbi as usize) {
+            *slot = Some(d);
         }
-        self.dbis[i] = Some(d);
         Ok(d)
     }
 
@@ -218,7 +220,7 @@ pub unsafe extern "C" fn mdb_txn_begin(
             parent,
             child: std::ptr::null_mut(),
             cursors: Vec::new(),
-            dbis: Vec::new(),
+            dbis: [None; DBI_CACHE],
             broken: false,
         }));
         if !parent.is_null() {
