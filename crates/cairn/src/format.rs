@@ -816,13 +816,43 @@ impl<'a> Page<'a> {
     /// Key of node `i`.
     #[inline]
     pub fn key(&self, i: usize) -> Result<&'a [u8]> {
-        Ok(self.node(i)?.key)
+        // The hot path of every search: only the bounds a slice needs. The node's flags and
+        // value are checked by `node` when its value is read.
+        if i >= self.nkeys {
+            return Err(self.bad("slot past the node count"));
+        }
+        let (off, _) = self.slot(i);
+        let b = self.b;
+        if off < self.upper || off + NODE_HDR > b.len() {
+            return Err(self.bad("node offset"));
+        }
+        let kat = off + NODE_HDR;
+        let klen = get_u16(b, off + 1) as usize;
+        b.get(kat..kat + klen)
+            .ok_or_else(|| self.bad("node runs past the page"))
     }
 
     /// Child page of branch node `i`.
     #[inline]
     pub fn child(&self, i: usize) -> Result<u64> {
-        decode_u64(self.node(i)?.val)
+        if self.is_leaf() {
+            return Err(self.bad("child of a leaf"));
+        }
+        let k = self.key(i)?;
+        // The key lies inside the page (checked): its node header precedes it (a branch node
+        // carries no flags) and the 8-byte reference follows it.
+        let kat = k.as_ptr() as usize - self.b.as_ptr() as usize;
+        if self.b[kat - NODE_HDR] != 0 {
+            return Err(self.bad(&format!(
+                "node flags {:#x} in a branch",
+                self.b[kat - NODE_HDR]
+            )));
+        }
+        let at = kat + k.len();
+        match self.b.get(at..at + OVERFLOW_REF) {
+            Some(v) => decode_u64(v),
+            None => Err(self.bad("node runs past the page")),
+        }
     }
 
     /// Bytes used by node `i`.
