@@ -7,6 +7,7 @@
 
 mod dups;
 mod engines;
+mod mp;
 mod plot;
 mod report;
 mod system;
@@ -48,7 +49,7 @@ struct Cli {
     /// Only these configurations (comma-separated ids, e.g. lmdb-durable,cairn-lazy).
     #[arg(long, value_delimiter = ',')]
     configs: Vec<String>,
-    /// Only these suites (comma-separated: dbbench,redb,crud).
+    /// Only these suites (comma-separated: dbbench,redb,crud,dups,mp).
     #[arg(long, value_delimiter = ',')]
     suites: Vec<String>,
     /// Runs per (suite, configuration); figures are the median.
@@ -72,6 +73,12 @@ struct Cli {
     suite: Option<String>,
     #[arg(long, hide = true)]
     result_file: Option<PathBuf>,
+    /// Worker mode of the mp suite (readrandom, reader or writer): a process of the suite's
+    /// own child, opening the database in --dir (see mp.rs).
+    #[arg(long, hide = true)]
+    mp_role: Option<String>,
+    #[arg(long, hide = true, default_value_t = 0)]
+    mp_seed: u64,
 }
 
 fn workspace_root() -> PathBuf {
@@ -81,6 +88,13 @@ fn workspace_root() -> PathBuf {
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
+    if let Some(role) = &cli.mp_role {
+        if let Err(e) = mp_worker(&cli, role) {
+            eprintln!("error: {e:#}");
+            std::process::exit(1);
+        }
+        return Ok(());
+    }
     if cli.child {
         // Report failures as one line (no backtrace) and leave the message for the parent.
         if let Err(e) = child(&cli) {
@@ -112,6 +126,14 @@ fn params(cli: &Cli) -> Params {
     Params { records, quick }
 }
 
+/// Worker mode of the mp suite.
+fn mp_worker(cli: &Cli, role: &str) -> Result<()> {
+    let role = mp::Role::parse(role)?;
+    let cfg = engines::config(cli.config.as_deref().context("--config missing")?)?;
+    let dir = cli.dir.as_deref().context("--dir missing")?;
+    mp::worker(role, cfg, dir, &params(cli), cli.mp_seed)
+}
+
 /// Child mode: run one suite for one configuration and write the figures as JSON.
 fn child(cli: &Cli) -> Result<()> {
     let cfg = engines::config(cli.config.as_deref().context("--config missing")?)?;
@@ -122,15 +144,18 @@ fn child(cli: &Cli) -> Result<()> {
     let p = params(cli);
     let start = Instant::now();
     let mut out = workloads::run(suite, cfg, &dir, &p)?;
-    let rss = system::peak_rss_bytes();
-    out.figures.push(Figure {
-        id: "peak_rss".into(),
-        label: "peak RSS of the process (VmHWM)".into(),
-        unit: Unit::MiB,
-        value: rss as f64 / (1u64 << 20) as f64,
-        ops: 0,
-        secs: 0.0,
-    });
+    // In the mp suite the work is done by worker processes; this one only loads the data.
+    if suite != Suite::Mp {
+        let rss = system::peak_rss_bytes();
+        out.figures.push(Figure {
+            id: "peak_rss".into(),
+            label: "peak RSS of the process (VmHWM)".into(),
+            unit: Unit::MiB,
+            value: rss as f64 / (1u64 << 20) as f64,
+            ops: 0,
+            secs: 0.0,
+        });
+    }
     let record = RunRecord {
         config: cfg.id.into(),
         engine: cfg.engine.into(),
@@ -195,10 +220,8 @@ fn parent(cli: &Cli) -> Result<()> {
         bail!("no configuration selected");
     }
     let exe = std::env::current_exe()?;
-    // The dups suite runs only on the engines that have sorted duplicates.
-    let runs_on = |suite: Suite, cfg: &Config| {
-        suite != Suite::Dups || engines::DUP_ENGINES.contains(&cfg.engine)
-    };
+    // The dups and mp suites run only on the engines that have the feature they measure.
+    let runs_on = |suite: Suite, cfg: &Config| suite.applies_to(cfg.engine);
     let total = suites
         .iter()
         .map(|&s| configs.iter().filter(|c| runs_on(s, c)).count())

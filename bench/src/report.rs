@@ -174,6 +174,14 @@ fn column_has_class(results: &Results, column: &str, class: ModeClass) -> bool {
         .any(|c| c.column == column && c.class == class)
 }
 
+/// Whether `suite` applies to the engine of report column `column`.
+fn applies(suite: Suite, column: &str) -> bool {
+    crate::engines::CONFIGS
+        .iter()
+        .filter(|c| c.column == column)
+        .all(|c| suite.applies_to(c.engine))
+}
+
 fn failed(results: &Results, suite: Suite, column: &str, class: ModeClass) -> bool {
     results
         .failures
@@ -213,6 +221,7 @@ pub fn tables(results: &Results) -> String {
                 let cell = match row.value(i) {
                     Some(v) => format_value(row.unit, v),
                     None if !column_has_class(results, col, row.class) => "·".into(),
+                    None if !applies(suite, col) => "n/a".into(),
                     None if failed(results, suite, col, row.class) => "failed".into(),
                     None => "—".into(),
                 };
@@ -306,7 +315,9 @@ pub fn markdown(results: &Results) -> String {
          when it returns. **no-flush**: commits skip the flush (each engine's no-sync mode; a \
          crash may lose recent commits). The writemap and no-WAL columns are the peers' fastest, \
          least safe no-flush variants (ioarena's `nosync` mode); `·` marks a column that has no \
-         configuration in that mode class, `—` a figure not measured, `failed` a failed run.\n\
+         configuration in that mode class, `n/a` an engine the suite does not apply to (sorted \
+         duplicates, or one database shared by several processes), `—` a figure not \
+         measured, `failed` a failed run.\n\
          - Units: ops/s (higher is better) for throughput; µs (lower is better) for commit \
          latency; MiB (lower is better) for file size and peak RSS.\n\
          - **best peer** is the best figure among the peer columns of the row (Cairn \

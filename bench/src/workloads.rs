@@ -79,10 +79,19 @@ pub enum Suite {
     Crud,
     /// Sorted duplicates (DUPSORT): N pairs over 1,000 keys (`dups.rs`).
     Dups,
+    /// One database shared by several processes: 2 readers, then a writer and 2 readers
+    /// (`mp.rs`).
+    Mp,
 }
 
 impl Suite {
-    pub const ALL: [Suite; 4] = [Suite::DbBench, Suite::Redb, Suite::Crud, Suite::Dups];
+    pub const ALL: [Suite; 5] = [
+        Suite::DbBench,
+        Suite::Redb,
+        Suite::Crud,
+        Suite::Dups,
+        Suite::Mp,
+    ];
 
     pub fn id(self) -> &'static str {
         match self {
@@ -90,6 +99,7 @@ impl Suite {
             Suite::Redb => "redb",
             Suite::Crud => "crud",
             Suite::Dups => "dups",
+            Suite::Mp => "mp",
         }
     }
 
@@ -103,7 +113,25 @@ impl Suite {
             Suite::Redb => "redb benchmark phases (24-byte random keys, 150-byte random values)",
             Suite::Crud => "ioarena CRUD transaction (16-byte keys, 32-byte values)",
             Suite::Dups => "sorted duplicates: N pairs over 1,000 keys (16-byte keys and values)",
+            Suite::Mp => {
+                "multi-process: one database, 2 reader processes, then a writer process and 2 \
+                 readers (db_bench keys and values)"
+            }
         }
+    }
+
+    /// The engines the suite applies to (`None`: every engine).
+    pub fn engines(self) -> Option<&'static [&'static str]> {
+        match self {
+            Suite::Dups => Some(engines::DUP_ENGINES),
+            Suite::Mp => Some(engines::MP_ENGINES),
+            _ => None,
+        }
+    }
+
+    /// Whether the suite applies to `engine`.
+    pub fn applies_to(self, engine: &str) -> bool {
+        self.engines().is_none_or(|e| e.contains(&engine))
     }
 }
 
@@ -206,6 +234,7 @@ pub fn run(suite: Suite, cfg: &Config, root: &Path, p: &Params) -> Result<Output
         Suite::Redb => redb_phases(&mut scratch, p, &mut out),
         Suite::Crud => crud(&mut scratch, p, &mut out),
         Suite::Dups => crate::dups::dups(&mut scratch, p, &mut out),
+        Suite::Mp => crate::mp::mp(&mut scratch, p, &mut out),
     };
     result.with_context(|| format!("{} suite, phase {}", suite.id(), out.phase))?;
     Ok(out)
@@ -319,7 +348,7 @@ fn hex_key(i: u64) -> [u8; 16] {
 }
 
 /// Values are windows into one pre-generated buffer.
-struct Values {
+pub(crate) struct Values {
     buf: Vec<u8>,
     len: usize,
 }
@@ -335,7 +364,7 @@ impl Values {
 
     /// Like db_bench's generator: each 100-byte stretch is 50 random bytes repeated, so values
     /// compress to about half their size.
-    fn compressible(len: usize, seed: u64) -> Values {
+    pub(crate) fn compressible(len: usize, seed: u64) -> Values {
         let size = (1 << 20) + len;
         let mut rng = Rng::new(seed);
         let mut buf = Vec::with_capacity(size + 100);
@@ -347,7 +376,7 @@ impl Values {
         Values { buf, len }
     }
 
-    fn get(&self, i: u64) -> &[u8] {
+    pub(crate) fn get(&self, i: u64) -> &[u8] {
         let span = (self.buf.len() - self.len) as u64;
         let off = (i.wrapping_mul(0x9E37_79B9) % span) as usize;
         &self.buf[off..off + self.len]

@@ -249,6 +249,12 @@ pub fn config(id: &str) -> Result<&'static Config> {
 /// Engines with sorted duplicates (LMDB's DUPSORT), for the dups suite.
 pub const DUP_ENGINES: &[&str] = &["cairn", "lmdb", "mdbx"];
 
+/// Engines of the mp suite: the memory-mapped family, whose databases several processes open
+/// at once (readers and the writer coordinate through a shared lock file). redb locks its file
+/// for one process and RocksDB allows one writing process; SQLite (which can share a database
+/// in WAL mode) is not part of this comparison.
+pub const MP_ENGINES: &[&str] = &["cairn", "lmdb", "mdbx"];
+
 /// Opens (creating) the database of configuration `cfg` in the directory `dir`.
 pub fn open(cfg: &Config, dir: &Path) -> Result<Box<dyn Engine>> {
     open_with(cfg, dir, false)
