@@ -1,6 +1,6 @@
 //! The fuzz targets' logic (fuzz/fuzz_targets/*) as ordinary tests, so CI runs a short version:
-//! every saved input under fuzz/regressions/<target>/ (crashes found by fuzzing, kept as
-//! regression tests), then random inputs. `CAIRN_FUZZ_CASES` scales the random part
+//! every saved input under fuzz/regressions/<target>/ (seeds kept from the fuzzers' corpora, and
+//! any crash fuzzing finds, kept as a regression test), then random inputs. `CAIRN_FUZZ_CASES` scales the random part
 //! (default 2,000 per target; ops sequences take a tenth of that).
 
 mod support;
