@@ -766,14 +766,8 @@ impl<'a> Page<'a> {
     /// SUBTREE node's value area is one sub-tree record).
     #[inline]
     pub fn node(&self, i: usize) -> Result<Node<'a>> {
-        if i >= self.nkeys {
-            return Err(self.bad("slot past the node count"));
-        }
-        let (off, _) = self.slot(i);
+        let off = self.node_offset(i)?;
         let b = self.b;
-        if off < self.upper || off + NODE_HDR > b.len() {
-            return Err(self.bad("node offset"));
-        }
         let flags = b[off];
         let allowed = if self.is_leaf() {
             NF_BIG | NF_SUBTREE | NF_DUPS
@@ -813,19 +807,26 @@ impl<'a> Page<'a> {
         Ok((off + NODE_HDR + n.key.len(), n.val.len()))
     }
 
+    /// Where node `i` (< nkeys) starts; its header lies in the node area of the page.
+    #[inline]
+    fn node_offset(&self, i: usize) -> Result<usize> {
+        if i >= self.nkeys {
+            return Err(self.bad("slot past the node count"));
+        }
+        let (off, _) = self.slot(i);
+        if off < self.upper || off + NODE_HDR > self.b.len() {
+            return Err(self.bad("node offset"));
+        }
+        Ok(off)
+    }
+
     /// Key of node `i`.
     #[inline]
     pub fn key(&self, i: usize) -> Result<&'a [u8]> {
         // The hot path of every search: only the bounds a slice needs. The node's flags and
         // value are checked by `node` when its value is read.
-        if i >= self.nkeys {
-            return Err(self.bad("slot past the node count"));
-        }
-        let (off, _) = self.slot(i);
+        let off = self.node_offset(i)?;
         let b = self.b;
-        if off < self.upper || off + NODE_HDR > b.len() {
-            return Err(self.bad("node offset"));
-        }
         let kat = off + NODE_HDR;
         let klen = get_u16(b, off + 1) as usize;
         b.get(kat..kat + klen)
