@@ -406,3 +406,39 @@ fn write_loop(
     }
     Ok(commits)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_round_trip() {
+        for role in [Role::ReadRandom, Role::Reader, Role::Writer] {
+            assert_eq!(Role::parse(role.id()).unwrap(), role);
+        }
+        assert!(Role::parse("scanner").is_err());
+    }
+
+    #[test]
+    fn done_lines() {
+        let d = parse_done("done 400000 1.25").unwrap();
+        assert_eq!(d.ops, 400_000);
+        assert_eq!(d.secs, 1.25);
+        for bad in [
+            "ready",
+            "done",
+            "done 5",
+            "done x 1.0",
+            "done 5 1.0 7",
+            "Done 5 1.0",
+        ] {
+            assert!(parse_done(bad).is_none(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn slowest_worker_sets_the_time() {
+        let done = [Done { ops: 1, secs: 0.5 }, Done { ops: 1, secs: 2.0 }];
+        assert_eq!(slowest(&done), Duration::from_secs(2));
+    }
+}
