@@ -56,6 +56,31 @@ int main(void) {
 	CHECK(mdb_txn_commit(txn));
 	CHECK(mdb_env_stat(env, &st));
 	TRUE(st.ms_entries == 998);
+
+	/* A cursor keeps its place while the same transaction writes elsewhere: walk every key,
+	 * rewriting each visited value and adding a key that sorts before the cursor. */
+	CHECK(mdb_txn_begin(env, NULL, 0, &txn));
+	CHECK(mdb_cursor_open(txn, dbi, &cur));
+	n = 0;
+	int rc;
+	while ((rc = mdb_cursor_get(cur, &ck, &cv, MDB_NEXT)) == 0) {
+		TRUE(ck.mv_size == 8 && memcmp(ck.mv_data, "key", 3) == 0);
+		char kcopy[16];
+		memcpy(kcopy, ck.mv_data, 8);
+		kcopy[8] = 0;
+		MDB_val nk = sv(kcopy), nv = sv("rewritten");
+		CHECK(mdb_put(txn, dbi, &nk, &nv, 0));
+		snprintf(kb, sizeof kb, "a%05d", n);
+		nk = sv(kb), nv = sv("early");
+		CHECK(mdb_put(txn, dbi, &nk, &nv, 0));
+		n++;
+	}
+	EXPECT(rc, MDB_NOTFOUND);
+	TRUE(n == 998);
+	mdb_cursor_close(cur);
+	CHECK(mdb_txn_commit(txn));
+	CHECK(mdb_env_stat(env, &st));
+	TRUE(st.ms_entries == 2 * 998);
 	mdb_env_close(env);
 	printf("t_basic ok\n");
 	return 0;
