@@ -83,6 +83,7 @@ impl MDB_cursor {
     }
 
     /// The engine cursor, rebuilt and re-seeked if parked.
+    #[inline]
     fn ensure(&mut self) -> Result<&mut Cursor<'static>, c_int> {
         if self.cur.is_none() {
             let t = self.txn()?;

@@ -86,6 +86,7 @@ pub struct MDB_envinfo {
 }
 
 /// Runs `f`, turning a panic into `MDB_PANIC`.
+#[inline]
 pub(crate) fn guard(f: impl FnOnce() -> c_int) -> c_int {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or(MDB_PANIC)
 }
@@ -136,6 +137,7 @@ pub(crate) unsafe fn slice<'a>(v: &MDB_val) -> &'a [u8] {
 }
 
 /// Points `v` at `s` (which lives in the map or the transaction's pages).
+#[inline]
 pub(crate) fn set_val(v: *mut MDB_val, s: &[u8]) {
     if v.is_null() {
         return;
