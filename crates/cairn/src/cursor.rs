@@ -139,6 +139,9 @@ pub struct Iter<'t> {
     /// Per end: the main-tree leaf being walked and the slot reached (databases without
     /// sorted duplicates), so that a step inside the leaf reads no page again.
     main: [Option<(Page<'t>, usize)>; 2],
+    /// Pairs yielded so far, both ends: more than the record counts means a crafted tree
+    /// (children shared between branches), reported instead of walked for ever.
+    yielded: u64,
 }
 
 impl<'t> Iter<'t> {
@@ -162,6 +165,7 @@ impl<'t> Iter<'t> {
             done: false,
             leaf: [None, None],
             main: [None, None],
+            yielded: 0,
         })
     }
 
@@ -297,6 +301,18 @@ impl<'t> Iter<'t> {
         self.landed(1)
     }
 
+    /// Counts a pair about to be yielded; an error once there are more than the record holds.
+    fn count_one(&mut self) -> Option<Error> {
+        self.yielded += 1;
+        (self.yielded > self.rec.entries).then(|| {
+            self.done = true;
+            Error::corrupted(format!(
+                "iteration yields more than the {} entries the database records",
+                self.rec.entries
+            ))
+        })
+    }
+
     fn crossed(&self, k: &[u8], v: &[u8], forward: bool) -> bool {
         // Stop when the two ends meet.
         let other = if forward { &self.back } else { &self.front };
@@ -334,6 +350,9 @@ impl<'t> Iterator for Iter<'t> {
                     self.done = true;
                     return None;
                 }
+                if let Some(e) = self.count_one() {
+                    return Some(Err(e));
+                }
                 Some(Ok((k, v)))
             }
             Ok(_) => {
@@ -358,6 +377,9 @@ impl DoubleEndedIterator for Iter<'_> {
                 if self.crossed(k, v, false) {
                     self.done = true;
                     return None;
+                }
+                if let Some(e) = self.count_one() {
+                    return Some(Err(e));
                 }
                 Some(Ok((k, v)))
             }

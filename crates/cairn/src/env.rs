@@ -782,7 +782,8 @@ fn recover(storage: &dyn Storage) -> Result<(Meta, [u64; META_SLOTS])> {
         )));
     }
     valid.sort_by_key(|m| std::cmp::Reverse(m.txnid));
-    let ps = valid[0].page_size;
+    // Each candidate is verified on its own page size: a damaged newest meta claiming another
+    // (valid) size must not hide the older commits.
     let mut reasons = Vec::new();
     let boot = storage.boot_id();
     for m in &valid {
@@ -791,10 +792,6 @@ fn recover(storage: &dyn Storage) -> Result<(Meta, [u64; META_SLOTS])> {
                 "commit {}: not flushed before the system restarted",
                 m.txnid
             ));
-            continue;
-        }
-        if m.page_size != ps {
-            reasons.push(format!("commit {}: page size differs", m.txnid));
             continue;
         }
         match verify_commit(storage, m) {
