@@ -434,10 +434,8 @@ pub unsafe extern "C" fn mdb_cursor_put(
                 c.cur = None;
                 0
             }
-            Err(cairn::Error::KeyExists)
-                if flags & (MDB_NODUPDATA | MDB_MULTIPLE) == 0 && !dupsort =>
-            {
-                // NOOVERWRITE: LMDB hands back the existing value.
+            Err(cairn::Error::KeyExists) if flags & crate::MDB_NOOVERWRITE != 0 => {
+                // LMDB hands back the existing value (a DUPSORT key's first one).
                 if let Ok(Some(old)) = w.get(db, &k) {
                     set_val(data, old);
                 }

@@ -205,7 +205,10 @@ pub unsafe extern "C" fn mdb_put(
             return libc::EINVAL;
         }
         let (d, f) = tri!(dbi_flags(t, dbi));
-        let dupsort = f.contains(DbFlags::DUP_SORT);
+        if f.contains(DbFlags::DUP_SORT) && flags & MDB_RESERVE != 0 {
+            // As in LMDB: a reserved value cannot take its place in a sorted set.
+            return libc::EINVAL;
+        }
         let w = tri!(t.rw());
         // SAFETY: checked non-NULL; the caller's key and value (docs/safety.md §7).
         let k = unsafe { slice(&*key) };
@@ -222,10 +225,9 @@ pub unsafe extern "C" fn mdb_put(
         match r {
             Ok(()) => 0,
             Err(cairn::Error::KeyExists) if flags & crate::MDB_NOOVERWRITE != 0 => {
-                if !dupsort {
-                    if let Ok(Some(old)) = w.get(d.db, k) {
-                        set_val(data, old);
-                    }
+                // LMDB hands back the existing value (a DUPSORT key's first one).
+                if let Ok(Some(old)) = w.get(d.db, k) {
+                    set_val(data, old);
                 }
                 crate::MDB_KEYEXIST
             }

@@ -27,6 +27,9 @@ int main(int argc, char **argv) {
 	printf("existing value: %.*s\n", (int)v.mv_size, (char *)v.mv_data);
 	k = S("apple"), v = S("tart");
 	printf("nodupdata: rc %d\n", mdb_put(txn, tags, &k, &v, MDB_NODUPDATA));
+	k = S("apple"), v = S("new");
+	printf("dupsort nooverwrite: rc %d\n", mdb_put(txn, tags, &k, &v, MDB_NOOVERWRITE));
+	printf("existing first value: %.*s\n", (int)v.mv_size, (char *)v.mv_data);
 	E(mdb_txn_commit(txn));
 
 	E(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn));
