@@ -107,6 +107,20 @@ fn rebalance<W: PageWriter + ?Sized>(
                 count_page(rec, KIND_LEAF, -1);
                 rec.root = 0;
                 rec.depth = 0;
+            } else if !leaf && nk == 0 {
+                // Every child left: the tree is empty (the free tree keeps an empty root leaf,
+                // rebuilt in place from the dirty root).
+                if merge {
+                    w.free(pg, 1)?;
+                    count_page(rec, KIND_BRANCH, -1);
+                    rec.root = 0;
+                    rec.depth = 0;
+                } else {
+                    build_page(w.page_mut(pg)?, KIND_LEAF, hint, &[])?;
+                    count_page(rec, KIND_BRANCH, -1);
+                    count_page(rec, KIND_LEAF, 1);
+                    rec.depth = 1;
+                }
             } else if !leaf && nk == 1 {
                 let child = p.child(0)?;
                 w.free(pg, 1)?;
@@ -118,18 +132,34 @@ fn rebalance<W: PageWriter + ?Sized>(
             }
             return Ok(());
         };
-        if nk > 0 && (!merge || p.used_bytes()? >= ps / 4) {
+        if nk == 0 {
+            // An empty page leaves its parent whatever its siblings hold (a sibling too full
+            // to absorb a small page can leave a branch with one child, which may empty later).
+            // The parent is dirty: it is on the path.
+            w.free(pg, 1)?;
+            count_page(rec, kind, -1);
+            if idx > 0 {
+                PageMut::new(w.page_mut(parent)?).remove(idx);
+            } else {
+                // Slot 0 of a branch carries no key: the next child takes its place.
+                let mut nodes = page_nodes(&tree_page(w, parent)?)?;
+                nodes.remove(0);
+                if let Some(first) = nodes.first_mut() {
+                    first.key = Vec::new();
+                }
+                build_page(w.page_mut(parent)?, KIND_BRANCH, hint, &nodes)?;
+            }
+            path.pop();
+            pg = parent;
+            continue;
+        }
+        if !merge || p.used_bytes()? >= ps / 4 {
             return Ok(());
         }
         // Merge with a sibling: the right page of the pair is absorbed by the left one.
         let pp = tree_page(w, parent)?;
         let pn = pp.nkeys();
         if pn < 2 {
-            if nk == 0 {
-                return Err(Error::corrupted(format!(
-                    "page {parent}: branch with one empty child"
-                )));
-            }
             return Ok(());
         }
         let (li, ri) = if idx > 0 { (idx - 1, idx) } else { (0, 1) };
@@ -153,11 +183,6 @@ fn rebalance<W: PageWriter + ?Sized>(
                 .sum::<usize>()
             <= ps;
         if !fits {
-            if nk == 0 {
-                return Err(Error::corrupted(
-                    "empty page whose sibling cannot absorb it",
-                ));
-            }
             return Ok(());
         }
         nodes.append(&mut right);
