@@ -255,21 +255,15 @@ impl FreeState {
             .collect();
         let mut ready = Vec::new();
         for g in stale {
-            let starts = self.pending.remove(&g).unwrap_or_default();
+            let starts: Vec<u64> = self.pending[&g].iter().copied().collect();
             for s in starts {
                 let r = self.runs[&s];
                 // The first pinned snapshot at or after the birth must be at or after `freed`.
                 let i = pinned.partition_point(|&p| p < r.birth);
                 match pinned.get(i) {
-                    Some(&p) if p < r.freed => {
-                        self.pending.entry(p).or_default().insert(s);
-                        self.pending_group.insert(s, p);
-                    }
-                    _ => {
-                        // Out of every group already; `set` below then only fixes the count.
-                        self.pending_group.insert(s, u64::MAX);
-                        ready.push((s, r.len));
-                    }
+                    Some(&p) if p < r.freed => self.regroup(s, g, p),
+                    // Stays in group `g` until `set` below unindexes it.
+                    _ => ready.push((s, r.len)),
                 }
             }
         }
@@ -277,6 +271,18 @@ impl FreeState {
             self.set(s, None);
             self.add_reusable(s, len);
         }
+    }
+
+    /// Moves pending run `s` from group `from` to the group of the snapshot `to` blocking it.
+    fn regroup(&mut self, s: u64, from: u64, to: u64) {
+        if let Some(set) = self.pending.get_mut(&from) {
+            set.remove(&s);
+            if set.is_empty() {
+                self.pending.remove(&from);
+            }
+        }
+        self.pending.entry(to).or_default().insert(s);
+        self.pending_group.insert(s, to);
     }
 
     /// Gives back a reusable run that ends at the high-water mark; returns the new mark.

@@ -37,7 +37,7 @@ impl RwTxn<'_> {
 
     fn commit_inner(&mut self, mut steady: bool) -> Result<()> {
         self.env.inner.check_usable()?;
-        let lazy_unsynced = self.ws().steady < self.base.txnid;
+        let lazy_unsynced = !self.base.is_steady();
         if !self.changed && (!steady || !lazy_unsynced) {
             return Ok(()); // Drop releases the writer state untouched.
         }
@@ -124,8 +124,7 @@ impl RwTxn<'_> {
         let written = self.write_dirty(txnid).map_err(soft)?;
         // A steady commit after unsteady ones depends on their pages, which its own list does
         // not name: flush them before the meta, so that the meta is durable only after them.
-        let base_unsteady = self.ws().steady < base.txnid;
-        if steady && base_unsteady {
+        if steady && !base.is_steady() {
             self.env.inner.storage.sync().map_err(soft)?;
         }
         let meta = Meta {
@@ -133,7 +132,7 @@ impl RwTxn<'_> {
             txnid,
             flags: if steady { format::MF_STEADY } else { 0 },
             npages: self.npages,
-            last_steady: if steady { txnid } else { self.ws().steady },
+            last_steady: if steady { txnid } else { base.steady_txnid() },
             run_count: runs.len() as u32,
             list_head: list_pages.first().copied().unwrap_or(0),
             main: self.dbs[0].as_ref().expect("main").rec,
@@ -166,7 +165,6 @@ impl RwTxn<'_> {
         let ps = inner.page_size as u64;
         let ws = self.ws.as_mut().expect("writer state");
         if steady {
-            ws.steady = meta.txnid;
             ws.unsynced_bytes = 0;
             ws.last_sync = std::time::Instant::now();
             // Give much free tail space back to the file system.
@@ -357,8 +355,8 @@ impl RwTxn<'_> {
     /// A meta slot holding neither the commit this one builds on nor the last steady one.
     fn choose_slot(&mut self) -> usize {
         let base = self.base.txnid;
+        let steady = self.base.steady_txnid();
         let ws = self.ws();
-        let steady = ws.steady;
         let mut best = None;
         for i in 0..META_SLOTS {
             let t = ws.slots[i];

@@ -235,7 +235,6 @@ pub(crate) struct WriterState {
     pub meta: Meta,
     pub next_txnid: u64,
     pub slots: [u64; META_SLOTS],
-    pub steady: u64,
     /// Bytes written since the last steady commit (lazy mode's automatic flush).
     pub unsynced_bytes: u64,
     /// When the last steady commit was made.
@@ -364,12 +363,7 @@ impl Env {
                     "the data file is empty while other handles have it open".into(),
                 ));
             }
-            let t = shared.current();
-            let meta = shared
-                .read_cell(t)
-                .or_else(|| meta_from_file(&*storage, t))
-                .ok_or_else(|| Error::corrupted(format!("commit {t} published but unreadable")))?;
-            WriterState::unloaded(meta)
+            WriterState::unloaded(current_meta(&shared, &*storage)?)
         };
         let meta = ws.meta.clone();
         let main_flags = DbFlags::from_bits_retain(u32::from(meta.main.flags));
@@ -434,7 +428,9 @@ impl Env {
 
     /// Environment figures.
     pub fn info(&self) -> Result<EnvInfo> {
-        let r = self.read_txn()?;
+        self.inner.check_usable()?;
+        // The current commit's record, without taking a reader slot: no page is read.
+        let meta = current_meta(&self.inner.shared, &*self.inner.storage)?;
         let (readers, max) = self.inner.shared.reader_counts();
         let (free_pages, pending_pages) = {
             let g = self.inner.writer.lock().unwrap_or_else(|p| p.into_inner());
@@ -446,9 +442,9 @@ impl Env {
             page_size: self.inner.page_size,
             file_size: self.inner.storage.len(),
             max_size: self.inner.max_size(),
-            last_pgno: r.snapshot().meta.npages - 1,
-            last_txnid: r.snapshot().meta.txnid,
-            readers: readers.saturating_sub(1),
+            last_pgno: meta.npages - 1,
+            last_txnid: meta.txnid,
+            readers,
             max_readers: max,
             free_pages,
             pending_pages,
@@ -557,8 +553,7 @@ impl Drop for Env {
         {
             let unsynced = {
                 let g = self.inner.writer.lock().unwrap_or_else(|p| p.into_inner());
-                g.as_ref()
-                    .is_some_and(|w| w.loaded && w.steady < w.meta.txnid)
+                g.as_ref().is_some_and(|w| w.loaded && !w.meta.is_steady())
             };
             if unsynced {
                 let _ = self.sync();
@@ -578,7 +573,6 @@ impl WriterState {
         WriterState {
             free: FreeState::default(),
             next_txnid: meta.txnid + 1,
-            steady: meta.txnid,
             meta,
             slots: [0; META_SLOTS],
             unsynced_bytes: 0,
@@ -615,7 +609,7 @@ impl EnvInner {
             }
         }
         let m = chosen.ok_or_else(|| Error::corrupted("no commit in the data file verifies"))?;
-        self.storage.grow(0)?; // refreshes the cached length
+        self.storage.refresh_len();
         ws.meta = m;
         ws.free = FreeState::default();
         ws.loaded = false;
@@ -636,11 +630,6 @@ fn load_writer(
     let meta = ws.meta.clone();
     let mut free = FreeState::default();
     load_free(storage, &meta, &mut free)?;
-    let steady = if meta.is_steady() {
-        meta.txnid
-    } else {
-        meta.last_steady
-    };
     // Nothing is released here: readers of other handles may pin any of these runs. The
     // write transaction about to begin releases what no pinned snapshot (readers and the last
     // steady commit) can see, and its commit persists that.
@@ -648,7 +637,6 @@ fn load_writer(
     ws.free = free;
     ws.next_txnid = slots.iter().copied().max().unwrap_or(0).max(meta.txnid) + 1;
     ws.slots = slots;
-    ws.steady = steady;
     ws.loaded = true;
     Ok(())
 }
@@ -673,6 +661,22 @@ fn read_metas(storage: &dyn Storage) -> Result<(Vec<Meta>, [u64; META_SLOTS])> {
     }
     v.sort_by_key(|m| std::cmp::Reverse(m.txnid));
     Ok((v, slots))
+}
+
+/// The current commit's record: its published copy, or the data file's if that copy is torn.
+/// Retried while commits move on underneath (bounded: each retry means a newer commit).
+fn current_meta(shared: &Shared, storage: &dyn Storage) -> Result<Meta> {
+    for _ in 0..1000 {
+        let t = shared.current();
+        if let Some(m) = shared.read_cell(t).or_else(|| meta_from_file(storage, t)) {
+            return Ok(m);
+        }
+        std::thread::yield_now();
+    }
+    Err(Error::corrupted(format!(
+        "commit {} published but unreadable",
+        shared.current()
+    )))
 }
 
 /// Commit `t`'s record from the data file (when the lock file's copy is torn).

@@ -450,6 +450,15 @@ impl Meta {
         self.flags & MF_STEADY != 0
     }
 
+    /// The last steady commit at or before this one: this one if steady.
+    pub fn steady_txnid(&self) -> u64 {
+        if self.is_steady() {
+            self.txnid
+        } else {
+            self.last_steady
+        }
+    }
+
     /// Encodes into one sector.
     pub fn encode(&self) -> [u8; SECTOR] {
         let mut b = [0u8; SECTOR];
@@ -839,18 +848,15 @@ impl<'a> Page<'a> {
         if self.is_leaf() {
             return Err(self.bad("child of a leaf"));
         }
-        let k = self.key(i)?;
-        // The key lies inside the page (checked): its node header precedes it (a branch node
-        // carries no flags) and the 8-byte reference follows it.
-        let kat = k.as_ptr() as usize - self.b.as_ptr() as usize;
-        if self.b[kat - NODE_HDR] != 0 {
-            return Err(self.bad(&format!(
-                "node flags {:#x} in a branch",
-                self.b[kat - NODE_HDR]
-            )));
+        // The hot path of every descent: a branch node carries no flags, its 8-byte reference
+        // follows the key.
+        let off = self.node_offset(i)?;
+        let b = self.b;
+        if b[off] != 0 {
+            return Err(self.bad(&format!("node flags {:#x} in a branch", b[off])));
         }
-        let at = kat + k.len();
-        match self.b.get(at..at + OVERFLOW_REF) {
+        let at = off + NODE_HDR + get_u16(b, off + 1) as usize;
+        match b.get(at..at + OVERFLOW_REF) {
             Some(v) => decode_u64(v),
             None => Err(self.bad("node runs past the page")),
         }

@@ -26,6 +26,10 @@ pub trait Storage: Send + Sync + private::Sealed {
     fn bytes(&self, off: u64, len: usize) -> Result<&[u8]>;
     /// Current length in bytes.
     fn len(&self) -> u64;
+    /// Re-reads the length, which another process may have changed.
+    fn refresh_len(&self) -> u64 {
+        self.len()
+    }
     /// Whether the storage holds no bytes at all (a new file).
     fn is_empty(&self) -> bool {
         self.len() == 0
@@ -244,15 +248,6 @@ impl FileStorage {
     pub fn file(&self) -> &File {
         &self.file
     }
-
-    fn refresh_len(&self) -> u64 {
-        // Another process may have grown the file (it only grows under the writer lock, and
-        // shrinks only past every page a live snapshot can reach).
-        let len = self.file.metadata().map(|m| m.len()).unwrap_or(0);
-        self.len.store(len, Ordering::Release);
-        self.allocated.fetch_min(len, Ordering::AcqRel);
-        len
-    }
 }
 
 impl Storage for FileStorage {
@@ -278,6 +273,19 @@ impl Storage for FileStorage {
 
     fn len(&self) -> u64 {
         self.len.load(Ordering::Acquire)
+    }
+
+    fn refresh_len(&self) -> u64 {
+        // Another process may have grown the file (it only grows under the writer lock, and
+        // shrinks only past every page a live snapshot can reach). If fstat fails, the cached
+        // length stands: a read past the real end is still refused by the next check.
+        let Ok(meta) = self.file.metadata() else {
+            return self.len();
+        };
+        let len = meta.len();
+        self.len.store(len, Ordering::Release);
+        self.allocated.fetch_min(len, Ordering::AcqRel);
+        len
     }
 
     fn grow(&self, new_len: u64) -> Result<()> {

@@ -128,10 +128,13 @@ impl<'env> RoTxn<'env> {
         if db.idx == 0 && db.env_id == self.env.inner.id {
             return Ok((self.snap.meta.main, self.main_cmp.clone()));
         }
-        let idx = self.env.inner.check_db(db)?;
-        if let Some(Some(hit)) = self.cache.borrow().get(idx) {
-            return Ok(hit.clone());
+        // A handle of this environment cached by an earlier call was checked then.
+        if db.env_id == self.env.inner.id {
+            if let Some(Some(hit)) = self.cache.borrow().get(db.idx as usize) {
+                return Ok(hit.clone());
+            }
         }
+        let idx = self.env.inner.check_db(db)?;
         let name = self.env.inner.db_name(idx).ok_or(Error::BadDbi)?;
         let rec =
             catalog_lookup(&self.snap, &self.snap.meta.catalog, &name)?.ok_or(Error::BadDbi)?;
@@ -291,8 +294,8 @@ impl<'env> RwTxn<'env> {
         }
         let base = ws.meta.clone();
         let mut pins = inner.shared.pinned(base.txnid);
-        if ws.steady < base.txnid {
-            pins.push(ws.steady);
+        if !base.is_steady() {
+            pins.push(base.steady_txnid());
             pins.sort_unstable();
         }
         ws.free.release(&pins);
