@@ -49,6 +49,7 @@ impl RwTxn<'_> {
         {
             steady = true;
         }
+        failpoint!("commit.begin");
         match self.prepare_and_write(steady) {
             Ok(meta) => {
                 self.publish(meta, steady);
@@ -121,11 +122,15 @@ impl RwTxn<'_> {
         let need_len = self.npages * ps as u64;
         self.ensure_len(need_len).map_err(soft)?;
         self.env.inner.shared.set_inflight(txnid);
+        failpoint!("commit.before_write_pages");
         let written = self.write_dirty(txnid).map_err(soft)?;
+        failpoint!("commit.after_write_pages");
         // A steady commit after unsteady ones depends on their pages, which its own list does
         // not name: flush them before the meta, so that the meta is durable only after them.
         if steady && !base.is_steady() {
+            failpoint!("commit.before_data_sync");
             self.env.inner.storage.sync().map_err(soft)?;
+            failpoint!("commit.after_data_sync");
         }
         let meta = Meta {
             page_size: ps as u32,
@@ -144,11 +149,15 @@ impl RwTxn<'_> {
         let slot = self.choose_slot();
         let storage = &*self.env.inner.storage;
         let fatal = |e: Error| (e, true);
+        failpoint!("commit.before_meta_write");
         storage
             .write_at((slot * SECTOR) as u64, &[&meta.encode()])
             .map_err(fatal)?;
+        failpoint!("commit.after_meta_write");
         if steady {
+            failpoint!("commit.before_meta_sync");
             storage.sync().map_err(fatal)?;
+            failpoint!("commit.after_meta_sync");
         }
         if cfg!(debug_assertions) {
             verify_commit(storage, &meta).map_err(fatal)?;
@@ -171,12 +180,15 @@ impl RwTxn<'_> {
             let used = meta.npages * ps;
             let step = growth_step(used);
             if storage.len() > used + 2 * step {
+                failpoint!("commit.before_truncate");
                 let _ = storage.truncate(used + step);
+                failpoint!("commit.after_truncate");
             }
         }
         ws.free.forget_undo();
         ws.next_txnid = meta.txnid + 1;
         inner.shared.publish(&meta);
+        failpoint!("commit.after_publish");
         ws.meta = meta;
         // Dropping the transaction hands the writer state back; nothing is left to undo.
         let pool = &mut ws.pool;
@@ -241,6 +253,7 @@ impl RwTxn<'_> {
                 return Ok(());
             }
             for k in keys {
+                failpoint!("commit.persist_free");
                 let mut rec = self.free_rec;
                 match self.ws().free.get(k) {
                     Some(run) => {
@@ -318,7 +331,10 @@ impl RwTxn<'_> {
         }
         let ps = self.env.inner.page_size as u64;
         target = target.div_ceil(ps) * ps;
-        storage.grow(target)
+        failpoint!("commit.before_grow");
+        storage.grow(target)?;
+        failpoint!("commit.after_grow");
+        Ok(())
     }
 
     /// Stamps and writes every dirty page; returns the bytes written.
@@ -345,6 +361,9 @@ impl RwTxn<'_> {
                 j += 1;
             }
             let bytes: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+            if i > 0 {
+                failpoint!("commit.mid_write_pages");
+            }
             storage.write_at(start * ps, &bufs)?;
             total += bytes;
             i = j;

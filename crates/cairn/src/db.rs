@@ -295,6 +295,7 @@ impl EnvInner {
     }
 
     pub(crate) fn put_writer(&self, ws: WriterState) {
+        failpoint!("writer.unlock");
         // Other handles may write once the byte is free; a failure to unlock is harmless (the
         // lock goes with the handle).
         let _ = self

@@ -344,6 +344,7 @@ impl Env {
         let ws = if first {
             // No other handle is alive: the data file is the only truth (after a crash or a
             // reboot the lock file's contents mean nothing).
+            failpoint!("open.before_recover");
             let (meta, slots) = if storage.is_empty() {
                 if opts.read_only {
                     return Err(Error::Invalid("cannot create a database read-only".into()));
@@ -352,7 +353,9 @@ impl Env {
             } else {
                 recover(&*storage)?
             };
+            failpoint!("open.after_recover");
             shared.init(&meta);
+            failpoint!("open.after_init");
             shared.lock.joined()?;
             let mut ws = WriterState::unloaded(meta);
             load_writer(&*storage, &mut ws, slots)?;
@@ -615,6 +618,7 @@ impl EnvInner {
         ws.loaded = false;
         load_writer(&*self.storage, ws, slots)?;
         if ws.meta.txnid != current || inflight != 0 {
+            failpoint!("writer.before_republish");
             self.shared.publish(&ws.meta);
         }
         Ok(())
@@ -731,9 +735,11 @@ fn create(storage: &dyn Storage, opts: &EnvOptions) -> Result<(Meta, [u64; META_
         }
     }
     storage.grow(initial)?;
+    failpoint!("create.after_grow");
     let mut page0 = vec![0u8; ps];
     page0[..SECTOR].copy_from_slice(&meta.encode());
     storage.write_at(0, &[&page0])?;
+    failpoint!("create.after_meta_write");
     storage.sync()?;
     Ok((meta, [1, 0, 0]))
 }

@@ -25,6 +25,15 @@
 //! ```
 #![warn(missing_docs)]
 
+/// A named crash point (`failpoint.rs`): with the test-only `failpoints` feature, kills the
+/// process when `CAIRN_FAILPOINT` arms it; without the feature it expands to nothing.
+macro_rules! failpoint {
+    ($name:literal) => {
+        #[cfg(feature = "failpoints")]
+        $crate::failpoint::hit($name);
+    };
+}
+
 mod alloc;
 pub mod btree;
 pub mod check;
@@ -35,6 +44,8 @@ mod cursor_dup;
 mod db;
 mod env;
 mod error;
+#[cfg(feature = "failpoints")]
+pub mod failpoint;
 pub mod format;
 mod inspect;
 mod lock;

@@ -330,3 +330,16 @@ pub fn fork_generation() -> u64 {
     });
     FORK_GENERATION.load(std::sync::atomic::Ordering::Relaxed)
 }
+
+/// Ends the process with SIGKILL at once (an armed failpoint): no destructor, flush or unlock
+/// runs, as with an external `kill -9`.
+#[cfg(feature = "failpoints")]
+pub fn kill_self() -> ! {
+    // SAFETY: docs/safety.md §4: raise takes a plain signal number; SIGKILL cannot be caught,
+    // so the process ends before raise returns.
+    unsafe {
+        libc::raise(libc::SIGKILL);
+    }
+    // Unreachable in practice; abort never unwinds either.
+    std::process::abort()
+}

@@ -142,6 +142,10 @@ impl Shared {
             a.copy_from_slice(&bytes[i * 8..i * 8 + 8]);
             self.w(base + 1 + i)
                 .store(u64::from_le_bytes(a), Ordering::Relaxed);
+            if i == WORDS / 2 {
+                // Half a record in the cell, its sequence count odd: readers must fall back.
+                failpoint!("publish.torn_cell");
+            }
         }
         self.w(base).store(start + 1, Ordering::Release);
         self.w(f::LW_CURRENT).store(meta.txnid, Ordering::SeqCst);

@@ -287,7 +287,10 @@ impl<'env> RwTxn<'env> {
                 crate::format::LB_WRITER,
                 true,
             )
-            .and_then(|_| inner.refresh_writer(&mut ws));
+            .and_then(|_| {
+                failpoint!("writer.locked");
+                inner.refresh_writer(&mut ws)
+            });
         if let Err(e) = locked {
             inner.put_writer(ws);
             return Err(e);
