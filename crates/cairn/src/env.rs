@@ -345,7 +345,7 @@ impl Env {
             // No other handle is alive: the data file is the only truth (after a crash or a
             // reboot the lock file's contents mean nothing).
             failpoint!("open.before_recover");
-            let (meta, slots) = if storage.is_empty() {
+            let (meta, slots) = if storage.is_empty() || interrupted_creation(&*storage, &opts)? {
                 if opts.read_only {
                     return Err(Error::Invalid("cannot create a database read-only".into()));
                 }
@@ -711,6 +711,19 @@ impl EnvInner {
     }
 }
 
+/// Whether the data file is what a crash while creating it can leave besides an empty file: at
+/// most one page, all zeros (`create` writes the first commit before anything else). It holds
+/// nothing, so it is created anew; a longer file of zeros stays an error.
+fn interrupted_creation(storage: &dyn Storage, opts: &EnvOptions) -> Result<bool> {
+    let len = storage.len();
+    if len > opts.page_size as u64 {
+        return Ok(false);
+    }
+    let mut head = vec![0u8; len as usize];
+    storage.read_at(0, &mut head)?;
+    Ok(head.iter().all(|&b| b == 0))
+}
+
 /// Writes the first commit of a new file.
 fn create(storage: &dyn Storage, opts: &EnvOptions) -> Result<(Meta, [u64; META_SLOTS])> {
     let ps = opts.page_size;
@@ -734,13 +747,17 @@ fn create(storage: &dyn Storage, opts: &EnvOptions) -> Result<(Meta, [u64; META_
             return Err(Error::MapFull { limit: max });
         }
     }
-    storage.grow(initial)?;
-    failpoint!("create.after_grow");
+    // The first commit goes in with the file's first bytes (a write that extends it) and is
+    // flushed before the file grows further: a crash leaves an empty file, a page of zeros
+    // (a power loss that kept the new length, not the data: `interrupted_creation`) or a
+    // file that opens; never a larger file without a commit.
     let mut page0 = vec![0u8; ps];
     page0[..SECTOR].copy_from_slice(&meta.encode());
     storage.write_at(0, &[&page0])?;
     failpoint!("create.after_meta_write");
     storage.sync()?;
+    storage.grow(initial)?;
+    failpoint!("create.after_grow");
     Ok((meta, [1, 0, 0]))
 }
 

@@ -38,7 +38,8 @@ pub trait Storage: Send + Sync + private::Sealed {
     fn grow(&self, new_len: u64) -> Result<()>;
     /// Shrinks to `new_len` bytes.
     fn truncate(&self, new_len: u64) -> Result<()>;
-    /// Writes `bufs` one after another starting at `off`.
+    /// Writes `bufs` one after another starting at `off`; a write past the end extends the
+    /// storage, as on a file.
     fn write_at(&self, off: u64, bufs: &[&[u8]]) -> Result<()>;
     /// Copies bytes out (for the meta slots, which are rewritten while mapped).
     fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()>;
@@ -334,6 +335,15 @@ impl Storage for FileStorage {
         }
         os::pwritev_all(&self.file, off, bufs)
             .map_err(|e| Error::io(format!("writing to {} at offset {off}", self.name), e))?;
+        // A write past the end extends the file (the first page of a new file). Its bytes got
+        // blocks: when the file was allocated up to its old end, it still is.
+        let end = off.saturating_add(total as u64);
+        let old = self.len.fetch_max(end, Ordering::AcqRel);
+        if end > old && off <= old {
+            let _ = self
+                .allocated
+                .compare_exchange(old, end, Ordering::AcqRel, Ordering::Acquire);
+        }
         self.verified.wrote(off, bufs);
         Ok(())
     }
@@ -541,6 +551,19 @@ impl SimStorage {
         img
     }
 
+    /// Moves the end of the file out to `new_len`, within the reservation.
+    fn extend(&self, g: &mut SimInner, new_len: u64) -> Result<()> {
+        if new_len > self.map.len() as u64 {
+            return Err(Error::io(
+                "growing the simulated file",
+                std::io::Error::from_raw_os_error(libc::ENOSPC),
+            ));
+        }
+        g.len = new_len;
+        self.len.store(new_len, Ordering::Release);
+        Ok(())
+    }
+
     fn check_fault(g: &mut SimInner, is_sync: bool) -> Result<()> {
         if let Some((fault, after)) = g.fault {
             let applies = match fault {
@@ -610,15 +633,7 @@ impl Storage for SimStorage {
             return Ok(());
         }
         SimStorage::check_fault(&mut g, false)?;
-        if new_len > self.map.len() as u64 {
-            return Err(Error::io(
-                "growing the simulated file",
-                std::io::Error::from_raw_os_error(libc::ENOSPC),
-            ));
-        }
-        g.len = new_len;
-        self.len.store(new_len, Ordering::Release);
-        Ok(())
+        self.extend(&mut g, new_len)
     }
 
     fn truncate(&self, new_len: u64) -> Result<()> {
@@ -647,10 +662,8 @@ impl Storage for SimStorage {
         for b in bufs {
             let end = at + b.len() as u64;
             if end > g.len {
-                return Err(Error::io(
-                    "writing past the end of the simulated file",
-                    std::io::Error::from_raw_os_error(libc::EINVAL),
-                ));
+                // Past the end the file grows, as a real one does.
+                self.extend(&mut g, end)?;
             }
             self.map.write(at as usize, b);
             g.pending.push((at, b.to_vec()));
