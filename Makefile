@@ -2,12 +2,12 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR := never
 
-.PHONY: demo test test-rust test-cli test-py py-venv bench-py lmdb-utils lint bench bench-full torture doc fuzz miri capi capi-deps test-capi install-capi bench-capi
+.PHONY: demo test test-rust test-kill test-cli test-py py-venv bench-py lmdb-utils lint bench bench-full torture torture-kill asan doc fuzz miri capi capi-deps test-capi install-capi bench-capi
 
 demo:
 	$(CARGO) run --release -p cairn --example demo
 
-test: test-rust test-cli test-py test-capi
+test: test-rust test-kill test-cli test-py test-capi
 
 test-rust:
 	$(CARGO) test -p cairn --release
@@ -117,6 +117,36 @@ bench-full:
 
 torture:
 	CAIRN_CRASHES=$${CAIRN_CRASHES:-100000} $(CARGO) test -p cairn --release --test crash -- --nocapture
+
+# Real crashes (tests/kill_loop.rs): writer and reader processes SIGKILLed at random moments and,
+# through the test-only `failpoints` feature, at each named point of the commit protocol; every
+# reopen is checked against the acknowledged commits and by the checker. `make test` runs 40
+# kills; `make torture-kill` runs KILLS (default 1000) and requires every failpoint to fire.
+# KILL_SEED replays a run's decisions (timing still varies).
+KILLS ?= 1000
+test-kill:
+	CAIRN_KILLS=$${CAIRN_KILLS:-40} $(CARGO) test -p cairn --release --features failpoints --test kill_loop -- --nocapture
+torture-kill:
+	CAIRN_KILLS=$(KILLS) $(if $(KILL_SEED),CAIRN_KILL_SEED=$(KILL_SEED)) \
+	  $(CARGO) test -p cairn --release --features failpoints --test kill_loop -- --nocapture
+
+# AddressSanitizer over the engine's test suite (library and integration tests, the kill loop
+# included): nightly with the standard library rebuilt instrumented, release code with debug
+# assertions on, the slow tests scaled down through their variables. Not in `make test` (the
+# first run builds the standard library: minutes).
+ASAN_TARGET ?= x86_64-unknown-linux-gnu
+asan:
+	@rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+	@rustup component list --toolchain nightly --installed | grep -q '^rust-src' || \
+	  rustup component add --toolchain nightly rust-src
+	RUSTFLAGS=-Zsanitizer=address CARGO_PROFILE_RELEASE_DEBUG_ASSERTIONS=true \
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	CAIRN_CRASHES=$${CAIRN_CRASHES:-300} CAIRN_CONCURRENCY_TXNS=$${CAIRN_CONCURRENCY_TXNS:-300} \
+	CAIRN_FUZZ_CASES=$${CAIRN_FUZZ_CASES:-500} CAIRN_HOSTILE_CASES=$${CAIRN_HOSTILE_CASES:-100} \
+	CAIRN_DUP_DAMAGE=$${CAIRN_DUP_DAMAGE:-100} CAIRN_MP_ROUNDS=$${CAIRN_MP_ROUNDS:-6} \
+	CAIRN_KILLS=$${CAIRN_KILLS:-20} \
+	  $(CARGO) +nightly test -p cairn --release --features failpoints -Zbuild-std \
+	  --target $(ASAN_TARGET) --target-dir target/asan --lib --tests
 
 # Fuzzing (long; not part of `make test`, which replays fuzz/regressions and a few thousand
 # random inputs through tests/fuzz_replay.rs). Installs nightly and cargo-fuzz if missing and
