@@ -6,6 +6,11 @@
 //! after the parked one. If that pair is gone (deleted), the cursor stands on its successor
 //! and `off` is set, so that MDB_NEXT returns that successor rather than skipping it, as
 //! LMDB's cursors do after a delete.
+//!
+//! mdb_cursor_get goes straight to the engine cursor for MDB_NEXT, MDB_PREV, MDB_SET_KEY and
+//! MDB_SET_RANGE when it is live (built, its transaction unchanged since, not off its pair):
+//! one engine call and the copy of the pair into the caller's MDB_vals. Every other case
+//! takes `get_slow`.
 
 use crate::env::{handle, trc, tri};
 use crate::txn::MDB_txn;
@@ -221,126 +226,167 @@ pub unsafe extern "C" fn mdb_cursor_get(
 ) -> c_int {
     guard(|| {
         let c = handle!(cursor);
-        let needs_key = matches!(
-            cop,
-            op::SET | op::SET_KEY | op::SET_RANGE | op::GET_BOTH | op::GET_BOTH_RANGE
-        );
-        if needs_key && key.is_null() {
-            return libc::EINVAL;
+        // The common case, one engine call: a live engine cursor (its transaction is live and
+        // has not written since it was built) and a plain move or seek.
+        if let (Some(cur), false) = (c.cur.as_mut(), c.off) {
+            let res = match cop {
+                op::NEXT => cur.next(),
+                op::PREV => cur.prev(),
+                // SAFETY: checked non-NULL; the caller's key (docs/safety.md §7).
+                op::SET_KEY if !key.is_null() => cur.set(unsafe { slice(&*key) }),
+                // SAFETY: as above.
+                op::SET_RANGE if !key.is_null() => cur.set_range(unsafe { slice(&*key) }),
+                _ => return get_slow(c, key, data, cop),
+            };
+            return deliver(cur, cop, res, key, data);
         }
-        let needs_data = matches!(cop, op::GET_BOTH | op::GET_BOTH_RANGE);
-        if needs_data && data.is_null() {
-            return libc::EINVAL;
-        }
-        // Only the operations that take a key or a value read them: for the others the
-        // caller's MDB_vals are output only and may be uninitialised.
-        // SAFETY: checked non-NULL above; the caller's key/data (docs/safety.md §7).
-        let kin = if needs_key {
-            unsafe { slice(&*key) }
-        } else {
-            &[][..]
-        };
-        // SAFETY: as above.
-        let din = if needs_data {
-            unsafe { slice(&*data) }
-        } else {
-            &[][..]
-        };
-        let dupsort = c.dupsort();
-        let fixed = c.flags.contains(DbFlags::DUP_FIXED);
-        // Needed only after a re-seek that found the parked pair gone (rare): no copy else.
-        let saved_key = if c.off {
-            c.saved.as_ref().map(|s| s.0.clone())
-        } else {
-            None
-        };
-        let cur: *mut Cursor<'static> = tri!(c.ensure());
-        let was_off = std::mem::take(&mut c.off);
-        // SAFETY: `c.cur`, which `ensure` just set; only `c.off` was touched since.
-        let cur: &mut Cursor<'static> = unsafe { &mut *cur };
-        let res: cairn::Result<Pair<'static>> = match cop {
-            op::FIRST => cur.first(),
-            op::LAST => cur.last(),
-            op::NEXT if was_off => cur.current(),
-            op::NEXT => cur.next(),
-            op::PREV if was_off => match cur.current() {
-                Ok(Some(_)) => cur.prev(),
-                _ => cur.last(),
-            },
-            op::PREV => cur.prev(),
-            op::GET_CURRENT => match cur.current() {
-                Ok(None) => return libc::EINVAL,
-                other => other,
-            },
-            op::SET | op::SET_KEY => cur.set(kin),
-            op::SET_RANGE => cur.set_range(kin),
-            op::FIRST_DUP | op::LAST_DUP if !dupsort => return MDB_INCOMPATIBLE,
-            op::FIRST_DUP => cur.first_dup(),
-            op::LAST_DUP => cur.last_dup(),
-            op::NEXT_DUP | op::PREV_DUP if !dupsort => return MDB_NOTFOUND,
-            op::NEXT_DUP if was_off => match cur.current() {
-                Ok(Some((k, v))) if Some(k) == saved_key.as_deref() => Ok(Some((k, v))),
-                Ok(_) => Ok(None),
-                Err(e) => Err(e),
-            },
-            op::NEXT_DUP => cur.next_dup(),
-            op::PREV_DUP => cur.prev_dup(),
-            op::NEXT_NODUP if was_off => match cur.current() {
-                Ok(Some((k, _))) if Some(k) == saved_key.as_deref() => cur.next_nodup(),
-                other => other,
-            },
-            op::NEXT_NODUP => cur.next_nodup(),
-            op::PREV_NODUP => cur.prev_nodup(),
-            op::GET_BOTH => cur.get_both(kin, din),
-            op::GET_BOTH_RANGE => cur.get_both_range(kin, din),
-            op::GET_MULTIPLE | op::NEXT_MULTIPLE | op::PREV_MULTIPLE => {
-                if !(dupsort && fixed) {
-                    return libc::EINVAL;
-                }
-                if data.is_null() {
-                    return libc::EINVAL;
-                }
-                let r = match cop {
-                    op::GET_MULTIPLE => cur.get_multiple(),
-                    op::NEXT_MULTIPLE => cur.next_multiple(),
-                    _ => cur.prev_multiple(),
-                };
-                return match r {
-                    Ok(Some((k, vals))) => {
-                        if cop != op::GET_MULTIPLE {
-                            set_val(key, k);
-                        }
-                        set_val(data, vals);
-                        0
-                    }
-                    Ok(None) => MDB_NOTFOUND,
-                    Err(e) => crate::code(&e),
-                };
-            }
-            _ => return libc::EINVAL,
-        };
-        // Past either end LMDB's cursor stays on the last (first) pair, where the engine's
-        // becomes unpositioned: put it back so that a following MDB_PREV (MDB_NEXT) agrees.
-        let res = match (cop, res) {
-            (op::NEXT | op::NEXT_NODUP, Ok(None)) => cur.last().map(|_| None),
-            (op::PREV | op::PREV_NODUP, Ok(None)) => cur.first().map(|_| None),
-            (_, r) => r,
-        };
-        match res {
-            Ok(Some((k, v))) => {
-                if !matches!(
-                    cop,
-                    op::SET | op::FIRST_DUP | op::LAST_DUP | op::GET_BOTH_RANGE
-                ) {
-                    set_val(key, k);
-                }
-                set_val(data, v);
-                0
-            }
-            Ok(None) => MDB_NOTFOUND,
-            Err(e) => crate::code(&e),
-        }
+        get_slow(c, key, data, cop)
     })
+}
+
+/// Every operation, on a cursor in any state (parked, detached, off its pair).
+#[inline(never)]
+fn get_slow(c: &mut MDB_cursor, key: *mut MDB_val, data: *mut MDB_val, cop: c_uint) -> c_int {
+    let needs_key = matches!(
+        cop,
+        op::SET | op::SET_KEY | op::SET_RANGE | op::GET_BOTH | op::GET_BOTH_RANGE
+    );
+    if needs_key && key.is_null() {
+        return libc::EINVAL;
+    }
+    let needs_data = matches!(cop, op::GET_BOTH | op::GET_BOTH_RANGE);
+    if needs_data && data.is_null() {
+        return libc::EINVAL;
+    }
+    // Only the operations that take a key or a value read them: for the others the
+    // caller's MDB_vals are output only and may be uninitialised.
+    // SAFETY: checked non-NULL above; the caller's key/data (docs/safety.md §7).
+    let kin = if needs_key {
+        unsafe { slice(&*key) }
+    } else {
+        &[][..]
+    };
+    // SAFETY: as above.
+    let din = if needs_data {
+        unsafe { slice(&*data) }
+    } else {
+        &[][..]
+    };
+    let dupsort = c.dupsort();
+    let fixed = c.flags.contains(DbFlags::DUP_FIXED);
+    // Needed only after a re-seek that found the parked pair gone (rare): no copy else.
+    let saved_key = if c.off {
+        c.saved.as_ref().map(|s| s.0.clone())
+    } else {
+        None
+    };
+    let cur: *mut Cursor<'static> = tri!(c.ensure());
+    let was_off = std::mem::take(&mut c.off);
+    // SAFETY: `c.cur`, which `ensure` just set; only `c.off` was touched since.
+    let cur: &mut Cursor<'static> = unsafe { &mut *cur };
+    let res: cairn::Result<Pair<'static>> = match cop {
+        op::FIRST => cur.first(),
+        op::LAST => cur.last(),
+        op::NEXT if was_off => cur.current(),
+        op::NEXT => cur.next(),
+        op::PREV if was_off => match cur.current() {
+            Ok(Some(_)) => cur.prev(),
+            _ => cur.last(),
+        },
+        op::PREV => cur.prev(),
+        op::GET_CURRENT => match cur.current() {
+            Ok(None) => return libc::EINVAL,
+            other => other,
+        },
+        op::SET | op::SET_KEY => cur.set(kin),
+        op::SET_RANGE => cur.set_range(kin),
+        op::FIRST_DUP | op::LAST_DUP if !dupsort => return MDB_INCOMPATIBLE,
+        op::FIRST_DUP => cur.first_dup(),
+        op::LAST_DUP => cur.last_dup(),
+        op::NEXT_DUP | op::PREV_DUP if !dupsort => return MDB_NOTFOUND,
+        op::NEXT_DUP if was_off => match cur.current() {
+            Ok(Some((k, v))) if Some(k) == saved_key.as_deref() => Ok(Some((k, v))),
+            Ok(_) => Ok(None),
+            Err(e) => Err(e),
+        },
+        op::NEXT_DUP => cur.next_dup(),
+        op::PREV_DUP => cur.prev_dup(),
+        op::NEXT_NODUP if was_off => match cur.current() {
+            Ok(Some((k, _))) if Some(k) == saved_key.as_deref() => cur.next_nodup(),
+            other => other,
+        },
+        op::NEXT_NODUP => cur.next_nodup(),
+        op::PREV_NODUP => cur.prev_nodup(),
+        op::GET_BOTH => cur.get_both(kin, din),
+        op::GET_BOTH_RANGE => cur.get_both_range(kin, din),
+        op::GET_MULTIPLE | op::NEXT_MULTIPLE | op::PREV_MULTIPLE => {
+            if !(dupsort && fixed) {
+                return libc::EINVAL;
+            }
+            if data.is_null() {
+                return libc::EINVAL;
+            }
+            let r = match cop {
+                op::GET_MULTIPLE => cur.get_multiple(),
+                op::NEXT_MULTIPLE => cur.next_multiple(),
+                _ => cur.prev_multiple(),
+            };
+            return match r {
+                Ok(Some((k, vals))) => {
+                    if cop != op::GET_MULTIPLE {
+                        set_val(key, k);
+                    }
+                    set_val(data, vals);
+                    0
+                }
+                Ok(None) => MDB_NOTFOUND,
+                Err(e) => crate::code(&e),
+            };
+        }
+        _ => return libc::EINVAL,
+    };
+    deliver(cur, cop, res, key, data)
+}
+
+/// Hands a positioning result to C: the pair into `key`/`data` (not the key for the
+/// operations where LMDB leaves it alone), MDB_NOTFOUND or the error's code.
+#[inline(always)]
+fn deliver(
+    cur: &mut Cursor<'static>,
+    cop: c_uint,
+    res: cairn::Result<Pair<'static>>,
+    key: *mut MDB_val,
+    data: *mut MDB_val,
+) -> c_int {
+    match res {
+        Ok(Some((k, v))) => {
+            if !matches!(
+                cop,
+                op::SET | op::FIRST_DUP | op::LAST_DUP | op::GET_BOTH_RANGE
+            ) {
+                set_val(key, k);
+            }
+            set_val(data, v);
+            0
+        }
+        Ok(None) => past_end(cur, cop),
+        Err(e) => crate::code(&e),
+    }
+}
+
+/// MDB_NOTFOUND. Past either end LMDB's cursor stays on the last (first) pair, where the
+/// engine's becomes unpositioned: put it back so that a following MDB_PREV (MDB_NEXT) agrees.
+#[cold]
+fn past_end(cur: &mut Cursor<'static>, cop: c_uint) -> c_int {
+    let r = match cop {
+        op::NEXT | op::NEXT_NODUP => cur.last(),
+        op::PREV | op::PREV_NODUP => cur.first(),
+        _ => Ok(None),
+    };
+    match r {
+        Ok(_) => MDB_NOTFOUND,
+        Err(e) => crate::code(&e),
+    }
 }
 
 /// Stores a pair through the cursor and stands on it (MDB_CURRENT: replaces the value at the

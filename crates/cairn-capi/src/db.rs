@@ -7,7 +7,7 @@
 //! next write.
 
 use crate::env::{env_static, handle, trc, tri, Dbi};
-use crate::txn::MDB_txn;
+use crate::txn::{Kind, MDB_txn};
 use crate::{guard, set_val, slice, MDB_cmp_func, MDB_dbi, MDB_stat, MDB_val};
 use crate::{MDB_DBS_FULL, MDB_MULTIPLE, MDB_NOTFOUND, MDB_RESERVE};
 use cairn::{DbFlags, PutFlags};
@@ -173,15 +173,21 @@ pub unsafe extern "C" fn mdb_get(
         if key.is_null() || data.is_null() {
             return libc::EINVAL;
         }
-        let d = tri!(t.dbi(dbi));
+        let db = tri!(t.dbi(dbi)).db;
         // SAFETY: checked non-NULL; the caller's key (docs/safety.md §7).
         let k = unsafe { slice(&*key) };
-        match trc!(tri!(t.view()).get(d.db, k)) {
-            Some(v) => {
+        let r = match &t.kind {
+            // A read transaction has no child and never breaks: straight to the engine.
+            Kind::Ro(r) => r.get(db, k),
+            _ => tri!(t.view()).get(db, k),
+        };
+        match r {
+            Ok(Some(v)) => {
                 set_val(data, v);
                 0
             }
-            None => MDB_NOTFOUND,
+            Ok(None) => MDB_NOTFOUND,
+            Err(e) => crate::code(&e),
         }
     })
 }

@@ -7,13 +7,14 @@
 //! commits, never the file, which is what NOMETASYNC risks too). MDB_WRITEMAP is accepted:
 //! Cairn writes pages itself, and MDB_RESERVE still hands out writable memory.
 
+use crate::txn::MDB_txn;
 use crate::{code, guard, guard_void, MDB_dbi, MDB_envinfo, MDB_stat};
 use crate::{MDB_cmp_func, MDB_NOSUBDIR, MDB_RDONLY};
 use cairn::{Database, Durability, Env};
 use std::ffi::{CStr, CString};
 use std::os::raw::{c_char, c_int, c_uint, c_void};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// LMDB's default map size; reported by mdb_env_info when no limit was set.
@@ -50,6 +51,11 @@ pub struct MDB_env {
     /// Transactions alive; a close waits for the last to end before freeing.
     pub(crate) live: AtomicUsize,
     pub(crate) closed: AtomicBool,
+    /// Bumped at every change of `dbis`: a recycled transaction handle keeps its cache of
+    /// handles only while this is unchanged (txn.rs).
+    pub(crate) dbi_gen: AtomicU64,
+    /// One finished transaction handle kept for the next mdb_txn_begin (txn.rs).
+    pub(crate) spare: AtomicPtr<MDB_txn>,
 }
 
 impl MDB_env {
@@ -74,6 +80,7 @@ impl MDB_env {
             dcmp: keep.and_then(|k| k.dcmp),
             ..d
         });
+        self.dbi_gen.fetch_add(1, Ordering::Release);
     }
 
     pub(crate) fn update_dbi(&self, dbi: MDB_dbi, f: impl FnOnce(&mut Dbi)) -> Result<(), c_int> {
@@ -81,6 +88,7 @@ impl MDB_env {
         match g.get_mut(dbi as usize) {
             Some(Some(d)) => {
                 f(d);
+                self.dbi_gen.fetch_add(1, Ordering::Release);
                 Ok(())
             }
             _ => Err(libc::EINVAL),
@@ -92,6 +100,7 @@ impl MDB_env {
         if let Some(s) = g.get_mut(dbi as usize) {
             *s = None;
         }
+        self.dbi_gen.fetch_add(1, Ordering::Release);
     }
 
     /// Frees the handle once it is closed and no transaction is left.
@@ -107,6 +116,8 @@ impl MDB_env {
 
 impl Drop for MDB_env {
     fn drop(&mut self) {
+        // SAFETY: the slot owns its handle; no transaction is left (maybe_free).
+        unsafe { crate::txn::free_spare(*self.spare.get_mut()) };
         if self.fd >= 0 {
             // SAFETY: our own descriptor, opened in mdb_env_open (docs/safety.md §7).
             unsafe { libc::close(self.fd) };
@@ -170,6 +181,8 @@ pub unsafe extern "C" fn mdb_env_create(env: *mut *mut MDB_env) -> c_int {
             names: Mutex::new(Vec::new()),
             live: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
+            dbi_gen: AtomicU64::new(0),
+            spare: AtomicPtr::new(std::ptr::null_mut()),
         });
         // SAFETY: checked non-NULL out-parameter (docs/safety.md §7).
         unsafe { *env = Box::into_raw(e) };

@@ -5,12 +5,19 @@
 //! MDB_BAD_TXN (LMDB's rule too). Committing or aborting a parent ends its live child first.
 //! Cursors of a write transaction are freed when it ends (as in LMDB 0.9); cursors of a read
 //! transaction outlive it, detached, until mdb_cursor_renew or mdb_cursor_close.
+//!
+//! Handles are recycled: a finished transaction's box goes to its environment's spare slot
+//! (`MDB_env::spare`, one box, like LMDB's spare read transaction) and the next
+//! mdb_txn_begin takes it back, so a short read transaction allocates nothing in this layer.
+//! A recycled box is blank (kind `Reset`, no parent, child or cursors) but keeps its handle
+//! cache while the environment's handle table is unchanged (`MDB_env::dbi_gen`).
 
 use crate::cursor::{self, MDB_cursor};
 use crate::env::{env_static, handle, trc, tri, txn_ended, txn_started, Dbi, MDB_env};
 use crate::{guard, guard_void, MDB_dbi, MDB_BAD_TXN, MDB_RDONLY};
 use cairn::{Nested, RoTxn, RwTxn};
 use std::os::raw::{c_int, c_uint};
+use std::sync::atomic::Ordering;
 
 #[allow(
     clippy::large_enum_variant,
@@ -34,6 +41,8 @@ pub struct MDB_txn {
     /// Handles looked up by this transaction (the environment's table takes a lock); inline,
     /// so that a short read transaction allocates nothing for it.
     dbis: [Option<Dbi>; DBI_CACHE],
+    /// The environment's `dbi_gen` when the cache was last known to agree with its table.
+    dbi_gen: u64,
     /// A write failed in a way that leaves the transaction unusable (LMDB's MDB_TXN_ERROR).
     broken: bool,
 }
@@ -146,6 +155,11 @@ impl MDB_txn {
         if let Some(Some(d)) = self.dbis.get(dbi as usize) {
             return Ok(*d);
         }
+        self.dbi_slow(dbi)
+    }
+
+    #[cold]
+    fn dbi_slow(&mut self, dbi: MDB_dbi) -> Result<Dbi, c_int> {
         let d = self.menv().dbi(dbi)?;
         if let Some(slot) = self.dbis.get_mut(dbi as usize) {
             *slot = Some(d);
@@ -165,6 +179,74 @@ impl MDB_txn {
     }
 }
 
+/// A blank handle (kind `Reset`, for the caller to set): the environment's spare box if there
+/// is one, else a new one. The kind is not a parameter: moving a `Kind` copies a whole
+/// read transaction's worth of bytes.
+fn new_txn(e: &MDB_env, env: *mut MDB_env, parent: *mut MDB_txn) -> *mut MDB_txn {
+    let t = e.spare.swap(std::ptr::null_mut(), Ordering::Acquire);
+    if t.is_null() {
+        return Box::into_raw(Box::new(MDB_txn {
+            env,
+            kind: Kind::Reset,
+            parent,
+            child: std::ptr::null_mut(),
+            cursors: Vec::new(),
+            dbis: [None; DBI_CACHE],
+            dbi_gen: e.dbi_gen.load(Ordering::Acquire),
+            broken: false,
+        }));
+    }
+    // SAFETY: the spare box is blank and owned by whoever takes it from the slot
+    // (docs/safety.md §7); it belongs to this environment.
+    let b = unsafe { &mut *t };
+    b.parent = parent;
+    // The handles cached by the box's last transaction stay valid until the table changes.
+    let gen = e.dbi_gen.load(Ordering::Acquire);
+    if b.dbi_gen != gen {
+        b.dbis = [None; DBI_CACHE];
+        b.dbi_gen = gen;
+    }
+    t
+}
+
+/// Gives up a finished handle: blanks it into the environment's spare slot, or frees it.
+///
+/// # Safety
+/// `t` is a finished handle of the live environment `env` that nothing refers to any more.
+unsafe fn recycle(env: &MDB_env, t: *mut MDB_txn) {
+    // SAFETY: the caller's handle, unreferenced now.
+    let b = unsafe { &mut *t };
+    b.parent = std::ptr::null_mut();
+    b.child = std::ptr::null_mut();
+    b.broken = false;
+    b.cursors.clear();
+    debug_assert!(matches!(b.kind, Kind::Reset));
+    if env
+        .spare
+        .compare_exchange(
+            std::ptr::null_mut(),
+            t,
+            Ordering::Release,
+            Ordering::Relaxed,
+        )
+        .is_err()
+    {
+        // SAFETY: created by Box::into_raw in new_txn; nothing refers to it.
+        drop(unsafe { Box::from_raw(t) });
+    }
+}
+
+/// Frees a spare handle (the environment's Drop).
+///
+/// # Safety
+/// `t` is NULL or a blank handle taken from a spare slot.
+pub(crate) unsafe fn free_spare(t: *mut MDB_txn) {
+    if !t.is_null() {
+        // SAFETY: created by Box::into_raw in new_txn; the slot owned it.
+        drop(unsafe { Box::from_raw(t) });
+    }
+}
+
 /// Begins a transaction: MDB_RDONLY for a read one; a `parent` write transaction for a
 /// nested one.
 #[no_mangle]
@@ -180,12 +262,28 @@ pub unsafe extern "C" fn mdb_txn_begin(
             return libc::EINVAL;
         }
         let en = tri!(env_static(e));
-        let kind = if flags & MDB_RDONLY != 0 {
+        if flags & MDB_RDONLY != 0 {
             if !parent.is_null() {
                 return libc::EINVAL;
             }
-            Kind::Ro(trc!(en.read_txn()))
-        } else if parent.is_null() {
+            // The snapshot is taken straight into the (usually recycled) box: no copy of the
+            // engine transaction on the way.
+            let t = new_txn(e, env, parent);
+            match en.read_txn() {
+                // SAFETY: the blank handle new_txn just gave this call.
+                Ok(r) => unsafe { (*t).kind = Kind::Ro(r) },
+                Err(err) => {
+                    // SAFETY: as above; nothing else refers to it.
+                    unsafe { recycle(e, t) };
+                    return crate::code(&err);
+                }
+            }
+            txn_started(e);
+            // SAFETY: checked non-NULL out-parameter.
+            unsafe { *txn = t };
+            return 0;
+        }
+        let kind = if parent.is_null() {
             if en.is_read_only() {
                 return libc::EACCES;
             }
@@ -214,15 +312,9 @@ pub unsafe extern "C" fn mdb_txn_begin(
             Kind::Nested(Box::into_raw(Box::new(n)))
         };
         txn_started(e);
-        let t = Box::into_raw(Box::new(MDB_txn {
-            env,
-            kind,
-            parent,
-            child: std::ptr::null_mut(),
-            cursors: Vec::new(),
-            dbis: [None; DBI_CACHE],
-            broken: false,
-        }));
+        let t = new_txn(e, env, parent);
+        // SAFETY: the blank handle new_txn just gave this call.
+        unsafe { (*t).kind = kind };
         if !parent.is_null() {
             // SAFETY: checked live above.
             unsafe { (*parent).child = t };
@@ -231,6 +323,13 @@ pub unsafe extern "C" fn mdb_txn_begin(
         unsafe { *txn = t };
         0
     })
+}
+
+/// The write transaction a handle ends, if any.
+enum Writer {
+    None,
+    Root(*mut RwTxn<'static>),
+    Child(*mut Nested<'static, 'static>),
 }
 
 /// Ends `txn` (commit or abort) and frees it; its live child ends first.
@@ -243,49 +342,54 @@ unsafe fn finish(txn: *mut MDB_txn, commit: bool) -> c_int {
         rc = unsafe { finish(t.child, commit) };
     }
     let write = t.is_write();
-    for c in std::mem::take(&mut t.cursors) {
+    for &c in &t.cursors {
         // SAFETY: registered cursors are live (docs/safety.md §7).
         unsafe { cursor::detach(c, write) };
     }
-    let kind = std::mem::replace(&mut t.kind, Kind::Reset);
-    let commit = commit && rc == 0;
-    let broken = t.broken;
-    rc = match kind {
-        Kind::Ro(r) => {
-            drop(r);
-            rc
-        }
-        Kind::Reset => rc,
-        Kind::Rw(p) => {
+    t.cursors.clear();
+    // The write kinds are pointers, taken out; a read transaction is a large value, ended by
+    // dropping it in place (`t.kind = Kind::Reset`) rather than moving it out first.
+    let writer = match t.kind {
+        Kind::Rw(p) => Writer::Root(p),
+        Kind::Nested(p) => Writer::Child(p),
+        Kind::Ro(_) | Kind::Reset => Writer::None,
+    };
+    t.kind = Kind::Reset;
+    let commit = commit && rc == 0 && !matches!(writer, Writer::None);
+    let r = match writer {
+        Writer::None => Ok(()),
+        Writer::Root(p) => {
             // SAFETY: created by Box::into_raw in mdb_txn_begin; no child borrows it now.
             let w = unsafe { Box::from_raw(p) };
-            if commit && !broken {
-                w.commit().map_or_else(|e| crate::code(&e), |_| 0)
-            } else if commit {
-                MDB_BAD_TXN
+            if commit && !t.broken {
+                w.commit().map(drop)
             } else {
-                rc
+                Ok(())
             }
         }
-        Kind::Nested(p) => {
+        Writer::Child(p) => {
             // SAFETY: as above.
             let n = unsafe { Box::from_raw(p) };
-            if commit && !broken {
-                n.commit().map_or_else(|e| crate::code(&e), |_| 0)
-            } else if commit {
-                MDB_BAD_TXN
+            if commit && !t.broken {
+                n.commit().map(drop)
             } else {
-                rc
+                Ok(())
             }
         }
+    };
+    rc = match r {
+        Err(e) => crate::code(&e),
+        Ok(()) if commit && t.broken => MDB_BAD_TXN,
+        Ok(()) => rc,
     };
     if !t.parent.is_null() {
         // SAFETY: the parent outlives its child.
         unsafe { (*t.parent).child = std::ptr::null_mut() };
     }
     let env = t.env;
-    // SAFETY: created by Box::into_raw in mdb_txn_begin; the caller gives it up.
-    drop(unsafe { Box::from_raw(txn) });
+    // SAFETY: finished above; the caller gives it up; its environment is live until
+    // txn_ended below.
+    unsafe { recycle(&*env, txn) };
     // SAFETY: the environment is live until its last transaction ends.
     unsafe { txn_ended(env) };
     rc

@@ -121,6 +121,41 @@ int main(void) {
 	CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &r));
 	EXPECT(mdb_dbi_open(r, "append", 0, &app), MDB_NOTFOUND);
 	mdb_txn_abort(r);
+
+	/* Handles are recycled (a finished one is the next begin's): nothing of the old
+	 * transaction shows through, neither its state nor handles closed since. */
+	MDB_dbi gone;
+	CHECK(mdb_txn_begin(env, NULL, 0, &txn));
+	CHECK(mdb_dbi_open(txn, "gone", MDB_CREATE, &gone));
+	k = sv("g"), v = sv("7");
+	CHECK(mdb_put(txn, gone, &k, &v, 0));
+	CHECK(mdb_txn_commit(txn));
+	for (int i = 0; i < 3; i++) {
+		CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &r));
+		TRUE(get_is(r, gone, "g", "7") && get_is(r, dbi, "a", "changed"));
+		mdb_txn_reset(r);
+		EXPECT(mdb_get(r, gone, &k, &v), MDB_BAD_TXN);
+		CHECK(mdb_txn_renew(r));
+		TRUE(get_is(r, gone, "g", "7"));
+		mdb_txn_abort(r);
+	}
+	mdb_dbi_close(env, gone);
+	CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &r));
+	k = sv("g");
+	EXPECT(mdb_get(r, gone, &k, &v), EINVAL); /* not the handle cached before the close */
+	TRUE(mdb_txn_id(r) > 0);
+	mdb_txn_abort(r);
+	/* a write transaction and its child in turn take the recycled boxes */
+	CHECK(mdb_txn_begin(env, NULL, 0, &txn));
+	CHECK(mdb_txn_begin(env, txn, 0, &child));
+	k = sv("h"), v = sv("8");
+	CHECK(mdb_put(child, dbi, &k, &v, 0));
+	CHECK(mdb_txn_commit(child));
+	CHECK(mdb_txn_commit(txn));
+	CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &r));
+	TRUE(get_is(r, dbi, "h", "8"));
+	EXPECT(mdb_put(r, dbi, &k, &v, 0), EACCES); /* a read handle, whatever the box was */
+	mdb_txn_abort(r);
 	mdb_env_close(env);
 	printf("t_txn ok\n");
 	return 0;
