@@ -2,7 +2,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR := never
 
-.PHONY: demo test test-rust test-kill test-cli test-py py-venv bench-py lmdb-utils lint bench bench-full torture torture-kill asan doc fuzz miri capi capi-deps test-capi install-capi bench-capi
+.PHONY: demo test test-rust test-kill test-cli test-py py-venv bench-py lmdb-utils lint bench bench-full torture torture-kill asan doc fuzz miri capi capi-deps test-capi install-capi bench-capi capi-bench-programs
 
 demo:
 	$(CARGO) run --release -p cairn --example demo
@@ -51,28 +51,24 @@ test-capi: capi-deps capi
 	$(CARGO) test -p cairn-capi --release
 	$(MAKE) -C crates/cairn-capi/tests-c test
 
-# One C benchmark program (bench/capi/bench_capi.c) linked against Debian's LMDB and against
-# Cairn, and the same work through Cairn's Rust API, in one run; prints ns/op and the ratios
-# (C on Cairn / Rust on Cairn is the cost of the C layer). BENCH_N: records (a power of two).
-BENCH_N ?= 262144
-bench-capi: capi-deps capi
+# The programs of the benchmark harness's `capi` suite (bench/src/capi.rs): one C program,
+# bench/capi/bench_capi.c, linked against Debian's liblmdb (by path, as the examples are) and
+# against Cairn's staged liblmdb.so.0, and its Rust twin (crates/cairn-capi/examples).
+CAPI_BENCH := target/capi-bench
+capi-bench-programs: capi
 	$(CARGO) build -p cairn-capi --release --example bench_rust
-	mkdir -p target/capi-bench
-	$(CC) -O2 bench/capi/bench_capi.c -o target/capi-bench/bench_lmdb -llmdb
-	$(CC) -O2 $$(PKG_CONFIG_PATH=target/capi/lib/pkgconfig pkg-config --cflags lmdb) bench/capi/bench_capi.c \
-	  -o target/capi-bench/bench_cairn $$(PKG_CONFIG_PATH=target/capi/lib/pkgconfig pkg-config --libs lmdb)
-	rm -f target/capi-bench/*.txt
-	# Rounds alternate the three programs so that load from elsewhere hits them alike; the
-	# report keeps each phase's best.
-	for round in 1 2 3 4 5; do \
-	  target/capi-bench/bench_lmdb target/capi-bench/db $(BENCH_N) >> target/capi-bench/lmdb.txt && \
-	  LD_LIBRARY_PATH=target/capi/lib target/capi-bench/bench_cairn target/capi-bench/db $(BENCH_N) \
-	    >> target/capi-bench/cairn_c.txt && \
-	  target/release/examples/bench_rust target/capi-bench/db $(BENCH_N) >> target/capi-bench/cairn_rust.txt \
-	  || exit 1; \
-	done
-	rm -rf target/capi-bench/db
-	@bench/capi/report.sh target/capi-bench
+	mkdir -p $(CAPI_BENCH)
+	$(CC) -O2 -g -Wall -I/usr/include bench/capi/bench_capi.c -o $(CAPI_BENCH)/bench_lmdb \
+	  /usr/lib/$$($(CC) -print-multiarch)/liblmdb.so
+	$(CC) -O2 -g -Wall -Itarget/capi/include bench/capi/bench_capi.c -o $(CAPI_BENCH)/bench_cairn \
+	  -Ltarget/capi/lib -llmdb
+
+# The harness's capi suite alone: LMDB C, Cairn C and Cairn Rust in one run, with the ratios
+# (Cairn C / Cairn Rust is the C layer's cost). BENCH_N: records (rounded up to a power of
+# two). The report goes to target/capi-bench/report, not docs/bench.
+BENCH_N ?= 262144
+bench-capi: capi-deps
+	bench/run.sh quick --suites capi --records $(BENCH_N) --out $(CAPI_BENCH)/report --no-plots
 
 # Copies the staged library, headers and pkg-config file under PREFIX (default /usr/local).
 PREFIX ?= /usr/local

@@ -30,7 +30,8 @@ esac
 # librocksdb-dev: RocksDB's shared library and C header (linked, not built from source).
 # libclang-dev:   bindgen, which mdbx-sys runs at build time, needs libclang.
 # fonts-dejavu-core: a TrueType font for the PNG plots.
-packages=(librocksdb-dev libclang-dev fonts-dejavu-core)
+# liblmdb-dev:    the capi suite's C program is linked against Debian's LMDB too.
+packages=(librocksdb-dev libclang-dev fonts-dejavu-core liblmdb-dev)
 missing=()
 if [[ "${CAIRN_BENCH_NO_APT:-0}" != 1 ]] && command -v dpkg-query > /dev/null; then
     for p in "${packages[@]}"; do
@@ -66,6 +67,12 @@ fi
 # --- Build and run ----------------------------------------------------------------------------
 echo "run.sh: cargo build --release -p cairn-bench ${features[*]}" >&2
 cargo build --release -p cairn-bench "${features[@]}"
+# The capi suite's programs (bench/src/capi.rs): Cairn's C library, the C program built against
+# it and against LMDB, and the Rust twin. A failure here fails that suite only.
+echo "run.sh: make capi-bench-programs" >&2
+if ! make -s capi-bench-programs >&2; then
+    echo "run.sh: WARNING: the capi suite's programs did not build; that suite will fail" >&2
+fi
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
 export CAIRN_BENCH_COMMAND="bench/run.sh $set_name${*:+ $*}"
 exec "$target_dir/release/cairn-bench" "$set_name" "$@"

@@ -5,6 +5,7 @@
 //! its peak RSS is its own; the child writes its figures as JSON into a file the parent reads.
 //! See bench/README.md.
 
+mod capi;
 mod dups;
 mod engines;
 mod mp;
@@ -49,7 +50,7 @@ struct Cli {
     /// Only these configurations (comma-separated ids, e.g. lmdb-durable,cairn-lazy).
     #[arg(long, value_delimiter = ',')]
     configs: Vec<String>,
-    /// Only these suites (comma-separated: dbbench,redb,crud,dups,mp).
+    /// Only these suites (comma-separated: dbbench,redb,crud,dups,mp,capi).
     #[arg(long, value_delimiter = ',')]
     suites: Vec<String>,
     /// Runs per (suite, configuration); figures are the median.
@@ -222,10 +223,13 @@ fn parent(cli: &Cli) -> Result<()> {
     let exe = std::env::current_exe()?;
     // The dups and mp suites run only on the engines that have the feature they measure.
     let runs_on = |suite: Suite, cfg: &Config| suite.applies_to(cfg.engine);
+    // The capi suite runs once, when Cairn is among the engines (it measures Cairn's C layer).
+    let capi = suites.contains(&Suite::Capi) && configs.iter().any(|c| c.engine == "cairn");
     let total = suites
         .iter()
         .map(|&s| configs.iter().filter(|c| runs_on(s, c)).count())
-        .sum::<usize>();
+        .sum::<usize>()
+        + usize::from(capi);
     let start = Instant::now();
     let mut runs = Vec::new();
     let mut failures = Vec::new();
@@ -272,6 +276,35 @@ fn parent(cli: &Cli) -> Result<()> {
             }
         }
     }
+    let mut capi_results = None;
+    if capi {
+        done += 1;
+        eprint!(
+            "[{done:2}/{total}] {:8} {:15} ",
+            Suite::Capi.id(),
+            "LMDB/Cairn C"
+        );
+        let t = Instant::now();
+        let rounds = if p.quick { 3 } else { 5 };
+        let timeout = Duration::from_secs(cli.timeout);
+        match capi::run(&workspace_root(), &root, p.records, rounds, timeout) {
+            Ok(c) => {
+                eprintln!("{:6.1} s", t.elapsed().as_secs_f64());
+                capi_results = Some(c);
+            }
+            Err(e) => {
+                let e = format!("{e:#}");
+                eprintln!("FAILED: {e}");
+                failures.push(Failure {
+                    config: "capi".into(),
+                    column: "Cairn".into(),
+                    class: engines::ModeClass::NoFlush,
+                    suite: Suite::Capi,
+                    error: e,
+                });
+            }
+        }
+    }
     let _ = std::fs::remove_dir(&root);
     let cairn = if !engines::compiled_in("cairn") {
         "not measured: this binary was built without the `cairn` feature (bench/run.sh turns \
@@ -311,6 +344,7 @@ fn parent(cli: &Cli) -> Result<()> {
         runs,
         failures,
         total_secs: start.elapsed().as_secs_f64(),
+        capi: capi_results,
     };
     publish(&results, &out, cli.no_plots)?;
     if !results.failures.is_empty() {

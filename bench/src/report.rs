@@ -63,6 +63,9 @@ pub struct Results {
     pub runs: Vec<RunRecord>,
     pub failures: Vec<Failure>,
     pub total_secs: f64,
+    /// The capi suite's figures, when it ran (absent from older results.json files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capi: Option<crate::capi::CapiResults>,
 }
 
 /// A row of a suite's table: one figure in one mode class.
@@ -237,6 +240,9 @@ pub fn tables(results: &Results) -> String {
             };
             let _ = writeln!(s, " {best} | {ratio} |");
         }
+    }
+    if let Some(c) = &results.capi {
+        s.push_str(&crate::capi::table(c));
     }
     s
 }

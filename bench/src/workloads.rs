@@ -82,15 +82,19 @@ pub enum Suite {
     /// One database shared by several processes: 2 readers, then a writer and 2 readers
     /// (`mp.rs`).
     Mp,
+    /// The C API (crates/cairn-capi): one C program on LMDB and on Cairn, and its Rust twin
+    /// (`capi.rs`). Not one child per configuration: the parent runs it once.
+    Capi,
 }
 
 impl Suite {
-    pub const ALL: [Suite; 5] = [
+    pub const ALL: [Suite; 6] = [
         Suite::DbBench,
         Suite::Redb,
         Suite::Crud,
         Suite::Dups,
         Suite::Mp,
+        Suite::Capi,
     ];
 
     pub fn id(self) -> &'static str {
@@ -100,6 +104,7 @@ impl Suite {
             Suite::Crud => "crud",
             Suite::Dups => "dups",
             Suite::Mp => "mp",
+            Suite::Capi => "capi",
         }
     }
 
@@ -117,6 +122,7 @@ impl Suite {
                 "multi-process: one database, 2 reader processes, then a writer process and 2 \
                  readers (db_bench keys and values)"
             }
+            Suite::Capi => "C API (lmdb.h): one C program on LMDB and on Cairn, and its Rust twin",
         }
     }
 
@@ -125,6 +131,8 @@ impl Suite {
         match self {
             Suite::Dups => Some(engines::DUP_ENGINES),
             Suite::Mp => Some(engines::MP_ENGINES),
+            // Run once by the parent (main.rs), never per configuration.
+            Suite::Capi => Some(&[]),
             _ => None,
         }
     }
@@ -235,6 +243,7 @@ pub fn run(suite: Suite, cfg: &Config, root: &Path, p: &Params) -> Result<Output
         Suite::Crud => crud(&mut scratch, p, &mut out),
         Suite::Dups => crate::dups::dups(&mut scratch, p, &mut out),
         Suite::Mp => crate::mp::mp(&mut scratch, p, &mut out),
+        Suite::Capi => Err(anyhow::anyhow!("the capi suite runs in the parent process")),
     };
     result.with_context(|| format!("{} suite, phase {}", suite.id(), out.phase))?;
     Ok(out)
