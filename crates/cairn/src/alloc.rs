@@ -9,7 +9,10 @@
 //!   were born and died between two open readers, not only those older than the oldest reader.
 //! - Adjacent reusable runs are merged, so bookkeeping is by runs, not pages.
 //! - Every change is recorded in `dirty` (persisted into the free tree at commit) and in the
-//!   undo log (replayed backward on abort, to any nesting depth).
+//!   undo log (replayed backward on abort, to any nesting depth), except a pending run that
+//!   becomes reusable without merging: the free tree keeps it as pending, which is equivalent
+//!   (loading re-examines every pending run against the pins of its time), and the change
+//!   holds whatever the transaction does, so it is neither persisted nor undone.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -268,8 +271,26 @@ impl FreeState {
             }
         }
         for (s, len) in ready {
-            self.set(s, None);
-            self.add_reusable(s, len);
+            let prev_reusable = self
+                .runs
+                .range(..s)
+                .next_back()
+                .is_some_and(|(&ps, pr)| pr.freed == 0 && ps + pr.len == s);
+            let next_reusable = self.runs.get(&(s + len)).is_some_and(|nr| nr.freed == 0);
+            if prev_reusable || next_reusable {
+                // Merging changes keys of the free tree: a recorded, persisted change.
+                self.set(s, None);
+                self.add_reusable(s, len);
+            } else {
+                // Becoming reusable in place is neither persisted nor undone: the free tree
+                // keeps the run as pending (birth, freed), which every load re-examines against
+                // the pins of its time, and an abort has no reason to pin the run again.
+                let old = self.runs[&s];
+                self.unindex(s, &old);
+                let now = Run { freed: 0, ..old };
+                self.index(s, &now);
+                self.runs.insert(s, now);
+            }
         }
     }
 
@@ -368,5 +389,27 @@ mod tests {
         assert_eq!(f.reusable_pages(), 4);
         assert_eq!(f.alloc(4), Some(5));
         assert_eq!(f.reusable_pages(), 0);
+    }
+
+    #[test]
+    fn release_in_place_is_neither_persisted_nor_undone() {
+        let mut f = FreeState::default();
+        f.add_pending(5, 1, 3, 6);
+        f.add_pending(9, 1, 3, 7);
+        f.add_reusable(10, 2);
+        f.take_dirty();
+        f.forget_undo();
+        f.release(&[]);
+        // 5 had no reusable neighbour: reusable in memory, nothing to write.
+        assert_eq!(f.get(5).unwrap().freed, 0);
+        // 9 merged with 10: a new key layout, which the free tree must learn.
+        assert_eq!(f.get(9).unwrap().len, 3);
+        let dirty = f.take_dirty();
+        assert!(!dirty.contains(&5) && dirty.contains(&9) && dirty.contains(&10));
+        // An abort undoes the merge (to be redone by the next release) but not the release of 5.
+        f.rollback(0);
+        assert_eq!(f.get(5).unwrap().freed, 0);
+        assert_eq!(f.reusable_pages(), 3);
+        assert_eq!(f.alloc(1), Some(5));
     }
 }

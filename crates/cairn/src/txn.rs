@@ -748,40 +748,10 @@ impl PageSource for RwTxn<'_> {
     }
 }
 
-impl PageWriter for RwTxn<'_> {
-    #[inline]
-    fn is_dirty(&self, pgno: u64) -> bool {
-        self.dirty.contains_key(&pgno)
-    }
-
-    fn touch(&mut self, pgno: u64) -> Result<u64> {
-        if self.dirty.contains_key(&pgno) {
-            self.save_for_frame(pgno);
-            return Ok(pgno);
-        }
-        // The clean image borrows the environment, not the transaction.
-        let src = self.clean_pages(pgno, 1)?;
-        let birth = format::page_id(src)?.txnid;
-        let new = self.alloc(1)?;
-        self.dirty
-            .get_mut(&new)
-            .expect("just allocated")
-            .copy_from_slice(src);
-        self.free_clean(pgno, 1, birth)?;
-        Ok(new)
-    }
-
-    #[inline]
-    fn page_mut(&mut self, pgno: u64) -> Result<&mut [u8]> {
-        self.save_for_frame(pgno);
-        self.changed = true;
-        self.dirty
-            .get_mut(&pgno)
-            .map(|b| &mut b[..])
-            .ok_or_else(|| Error::corrupted(format!("page {pgno} is not writable (internal)")))
-    }
-
-    fn alloc(&mut self, span: u64) -> Result<u64> {
+impl RwTxn<'_> {
+    /// Takes `span` page numbers (from the free set, else the end of the file) without a
+    /// buffer: the caller puts one in `dirty`.
+    fn alloc_pgno(&mut self, span: u64) -> Result<u64> {
         let ps = self.env.inner.page_size;
         let from_free = if self.persisting {
             None
@@ -805,6 +775,53 @@ impl PageWriter for RwTxn<'_> {
         if let Some(f) = self.frames.last_mut() {
             f.saved.entry(pg).or_insert(None);
         }
+        self.changed = true;
+        Ok(pg)
+    }
+}
+
+impl PageWriter for RwTxn<'_> {
+    #[inline]
+    fn is_dirty(&self, pgno: u64) -> bool {
+        self.dirty.contains_key(&pgno)
+    }
+
+    fn touch(&mut self, pgno: u64) -> Result<u64> {
+        if self.dirty.contains_key(&pgno) {
+            self.save_for_frame(pgno);
+            return Ok(pgno);
+        }
+        // The clean image borrows the environment, not the transaction.
+        let src = self.clean_pages(pgno, 1)?;
+        let birth = format::page_id(src)?.txnid;
+        let new = self.alloc_pgno(1)?;
+        // The copy overwrites every byte, so a pooled buffer is taken as it is (zero-filling it
+        // first cost as much as the copy).
+        let buf = match self.ws().pool.pop() {
+            Some(mut b) => {
+                b.copy_from_slice(src);
+                b
+            }
+            None => Box::<[u8]>::from(src),
+        };
+        self.dirty.insert(new, buf);
+        self.free_clean(pgno, 1, birth)?;
+        Ok(new)
+    }
+
+    #[inline]
+    fn page_mut(&mut self, pgno: u64) -> Result<&mut [u8]> {
+        self.save_for_frame(pgno);
+        self.changed = true;
+        self.dirty
+            .get_mut(&pgno)
+            .map(|b| &mut b[..])
+            .ok_or_else(|| Error::corrupted(format!("page {pgno} is not writable (internal)")))
+    }
+
+    fn alloc(&mut self, span: u64) -> Result<u64> {
+        let ps = self.env.inner.page_size;
+        let pg = self.alloc_pgno(span)?;
         let buf = if span == 1 {
             match self.ws().pool.pop() {
                 Some(mut b) => {
@@ -817,7 +834,6 @@ impl PageWriter for RwTxn<'_> {
             vec![0u8; span as usize * ps].into_boxed_slice()
         };
         self.dirty.insert(pg, buf);
-        self.changed = true;
         Ok(pg)
     }
 

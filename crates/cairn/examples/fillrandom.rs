@@ -1,0 +1,58 @@
+//! Profiling aid: db_bench's fillrandom (16-byte keys, 100-byte values, 1,000 puts per
+//! transaction by default) against Cairn alone. Not a benchmark (the harness in bench/ is); run it under
+//! `perf record` or callgrind to see where a write transaction spends its time.
+//!
+//!   cargo run --release -p cairn --example fillrandom -- [records] [durable|lazy] [nosync|sync] [puts per txn]
+
+use cairn::{Durability, Env, PutFlags};
+use std::time::Instant;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let n: u64 = args
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1_000_000);
+    let durability = match args.next().as_deref() {
+        Some("durable") => Durability::Durable,
+        _ => Durability::Lazy,
+    };
+    let sync_bytes = match args.next().as_deref() {
+        Some("nosync") => None,
+        _ => Some(cairn::DEFAULT_SYNC_BYTES),
+    };
+    let batch: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
+    let dir = tempfile::tempdir()?;
+    let env = Env::options()
+        .durability(durability)
+        .sync_every_bytes(sync_bytes)
+        .map_reserve(1 << 32)
+        .open(dir.path())?;
+    let db = env.main_db();
+    let value = [0x5au8; 100];
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let t = Instant::now();
+    let mut done = 0;
+    while done < n {
+        let mut w = env.write_txn()?;
+        for _ in 0..batch.min(n - done) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            w.put(
+                db,
+                format!("{:016}", x % n).as_bytes(),
+                &value,
+                PutFlags::empty(),
+            )?;
+        }
+        w.commit()?;
+        done += batch;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "fillrandom {n}: {:.0} puts/s ({secs:.2} s)",
+        n as f64 / secs
+    );
+    Ok(())
+}
