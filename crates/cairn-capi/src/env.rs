@@ -14,7 +14,7 @@ use cairn::{Database, Durability, Env};
 use std::ffi::{CStr, CString};
 use std::os::raw::{c_char, c_int, c_uint, c_void};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// LMDB's default map size; reported by mdb_env_info when no limit was set.
@@ -48,9 +48,11 @@ pub struct MDB_env {
     pub(crate) dbis: Mutex<Vec<Option<Dbi>>>,
     /// Names of the named databases opened, for LMDB's MDB_DBS_FULL count.
     pub(crate) names: Mutex<Vec<String>>,
-    /// Transactions alive; a close waits for the last to end before freeing.
-    pub(crate) live: AtomicUsize,
-    pub(crate) closed: AtomicBool,
+    /// `CLOSED` once mdb_env_close was called, plus `ONE_TXN` per transaction handle alive,
+    /// the spare one (`spare`) included. One word, so that exactly one party sees it reach
+    /// `CLOSED` alone and frees the handle: a close with transactions alive (a caller's bug in
+    /// LMDB) waits for the last of them.
+    pub(crate) state: AtomicUsize,
     /// Bumped at every change of `dbis`: a recycled transaction handle keeps its cache of
     /// handles only while this is unchanged (txn.rs).
     pub(crate) dbi_gen: AtomicU64,
@@ -103,16 +105,48 @@ impl MDB_env {
         self.dbi_gen.fetch_add(1, Ordering::Release);
     }
 
-    /// Frees the handle once it is closed and no transaction is left.
-    pub(crate) unsafe fn maybe_free(env: *mut MDB_env) {
-        // SAFETY: `env` is a live handle from mdb_env_create (docs/safety.md §7).
-        let e = unsafe { &*env };
-        if e.closed.load(Ordering::SeqCst) && e.live.load(Ordering::SeqCst) == 0 {
-            // SAFETY: created by Box::into_raw in mdb_env_create; nothing refers to it now.
+    /// Counts a new transaction handle (a recycled one is counted already).
+    pub(crate) fn txn_allocated(&self) {
+        self.state.fetch_add(ONE_TXN, Ordering::SeqCst);
+    }
+
+    /// Uncounts a transaction handle just freed, and frees the environment if it was closed
+    /// and this was its last.
+    ///
+    /// # Safety
+    /// `env` is a live handle; the caller does not use it afterwards.
+    pub(crate) unsafe fn txn_freed(env: *mut MDB_env) {
+        // SAFETY: live until the state reaches CLOSED alone, which only this call can see.
+        let prev = unsafe { &*env }.state.fetch_sub(ONE_TXN, Ordering::SeqCst);
+        if prev == ONE_TXN | CLOSED {
+            // SAFETY: created by Box::into_raw in mdb_env_create; closed, and no transaction
+            // handle is left to refer to it (docs/safety.md §7).
             drop(unsafe { Box::from_raw(env) });
         }
     }
+
+    /// Frees the spare transaction handle of a closed environment, if there is one (and then
+    /// the environment, if that handle was its last).
+    ///
+    /// # Safety
+    /// `env` is a live, closed handle; the caller does not use it afterwards.
+    pub(crate) unsafe fn reclaim_spare(env: *mut MDB_env) {
+        // SAFETY: live: the spare handle, while there is one, keeps it so.
+        let t = unsafe { &*env }
+            .spare
+            .swap(std::ptr::null_mut(), Ordering::SeqCst);
+        if !t.is_null() {
+            // SAFETY: the slot owned it; nothing else refers to it.
+            unsafe { crate::txn::free_spare(t) };
+            // SAFETY: as documented; the handle just freed was counted.
+            unsafe { MDB_env::txn_freed(env) };
+        }
+    }
 }
+
+/// `MDB_env::state`: the close bit and one transaction handle.
+pub(crate) const CLOSED: usize = 1;
+pub(crate) const ONE_TXN: usize = 2;
 
 impl Drop for MDB_env {
     fn drop(&mut self) {
@@ -179,8 +213,7 @@ pub unsafe extern "C" fn mdb_env_create(env: *mut *mut MDB_env) -> c_int {
             userctx: std::ptr::null_mut(),
             dbis: Mutex::new(Vec::new()),
             names: Mutex::new(Vec::new()),
-            live: AtomicUsize::new(0),
-            closed: AtomicBool::new(false),
+            state: AtomicUsize::new(0),
             dbi_gen: AtomicU64::new(0),
             spare: AtomicPtr::new(std::ptr::null_mut()),
         });
@@ -316,9 +349,19 @@ pub unsafe extern "C" fn mdb_env_close(env: *mut MDB_env) {
             return;
         }
         // SAFETY: a live handle (docs/safety.md §7).
-        unsafe { &*env }.closed.store(true, Ordering::SeqCst);
-        // SAFETY: as above.
-        unsafe { MDB_env::maybe_free(env) };
+        let prev = unsafe { &*env }.state.fetch_or(CLOSED, Ordering::SeqCst);
+        if prev & CLOSED != 0 {
+            return; // closed twice: the first close decided
+        }
+        if prev == 0 {
+            // SAFETY: created by Box::into_raw in mdb_env_create; no transaction handle, not
+            // even a spare one, refers to it.
+            drop(unsafe { Box::from_raw(env) });
+            return;
+        }
+        // Transactions (or the spare handle) are left: the last of them frees the handle.
+        // SAFETY: live (counted handles are left) and closed.
+        unsafe { MDB_env::reclaim_spare(env) };
     })
 }
 
@@ -738,20 +781,7 @@ pub unsafe extern "C" fn mdb_reader_check(env: *mut MDB_env, dead: *mut c_int) -
 /// The engine `Env` of a handle whose lifetime the caller guarantees (see the crate docs).
 pub(crate) fn env_static(e: &MDB_env) -> Result<&'static Env, c_int> {
     let en = e.env()?;
-    // SAFETY: the Env lives in the MDB_env box, freed only once no transaction is left
-    // (`live`, `maybe_free`); docs/safety.md §7.
+    // SAFETY: the Env lives in the MDB_env box, freed only once no transaction handle is left
+    // (`state`); docs/safety.md §7.
     Ok(unsafe { &*(en as *const Env) })
-}
-
-/// Registers a transaction's start.
-pub(crate) fn txn_started(e: &MDB_env) {
-    e.live.fetch_add(1, Ordering::SeqCst);
-}
-
-/// Registers a transaction's end and frees a closed environment with no transaction left.
-pub(crate) unsafe fn txn_ended(env: *mut MDB_env) {
-    // SAFETY: a live handle (docs/safety.md §7).
-    unsafe { &*env }.live.fetch_sub(1, Ordering::SeqCst);
-    // SAFETY: as above.
-    unsafe { MDB_env::maybe_free(env) };
 }

@@ -13,7 +13,7 @@
 //! cache while the environment's handle table is unchanged (`MDB_env::dbi_gen`).
 
 use crate::cursor::{self, MDB_cursor};
-use crate::env::{env_static, handle, trc, tri, txn_ended, txn_started, Dbi, MDB_env};
+use crate::env::{env_static, handle, trc, tri, Dbi, MDB_env, CLOSED};
 use crate::{guard, guard_void, MDB_dbi, MDB_BAD_TXN, MDB_RDONLY};
 use cairn::{Nested, RoTxn, RwTxn};
 use std::os::raw::{c_int, c_uint};
@@ -127,7 +127,16 @@ impl MDB_txn {
         Ok(unsafe { &mut *p })
     }
 
+    /// Parks this transaction's cursors (inline: most writes have none to park).
+    #[inline]
     pub(crate) fn park_cursors(&mut self) {
+        if !self.cursors.is_empty() {
+            self.park_each();
+        }
+    }
+
+    #[inline(never)]
+    fn park_each(&mut self) {
         for &c in &self.cursors {
             // SAFETY: registered cursors are live until they unregister (docs/safety.md §7).
             unsafe { cursor::park(c) };
@@ -183,8 +192,10 @@ impl MDB_txn {
 /// is one, else a new one. The kind is not a parameter: moving a `Kind` copies a whole
 /// read transaction's worth of bytes.
 fn new_txn(e: &MDB_env, env: *mut MDB_env, parent: *mut MDB_txn) -> *mut MDB_txn {
-    let t = e.spare.swap(std::ptr::null_mut(), Ordering::Acquire);
+    let t = e.spare.swap(std::ptr::null_mut(), Ordering::SeqCst);
     if t.is_null() {
+        // A new handle is counted; the spare one was counted when it was made.
+        e.txn_allocated();
         return Box::into_raw(Box::new(MDB_txn {
             env,
             kind: Kind::Reset,
@@ -209,11 +220,14 @@ fn new_txn(e: &MDB_env, env: *mut MDB_env, parent: *mut MDB_txn) -> *mut MDB_txn
     t
 }
 
-/// Gives up a finished handle: blanks it into the environment's spare slot, or frees it.
+/// Gives up a finished handle: blanks it into the environment's spare slot (still counted in
+/// `MDB_env::state`), or frees and uncounts it. Frees the environment if it was closed and
+/// this was its last handle.
 ///
 /// # Safety
-/// `t` is a finished handle of the live environment `env` that nothing refers to any more.
-unsafe fn recycle(env: &MDB_env, t: *mut MDB_txn) {
+/// `t` is a finished handle of the live environment `env` that nothing refers to any more;
+/// the caller does not use `env` afterwards.
+unsafe fn recycle(env: *mut MDB_env, t: *mut MDB_txn) {
     // SAFETY: the caller's handle, unreferenced now.
     let b = unsafe { &mut *t };
     b.parent = std::ptr::null_mut();
@@ -221,18 +235,22 @@ unsafe fn recycle(env: &MDB_env, t: *mut MDB_txn) {
     b.broken = false;
     b.cursors.clear();
     debug_assert!(matches!(b.kind, Kind::Reset));
-    if env
+    // SAFETY: live: this handle is counted in its state.
+    let e = unsafe { &*env };
+    let parked = e
         .spare
-        .compare_exchange(
-            std::ptr::null_mut(),
-            t,
-            Ordering::Release,
-            Ordering::Relaxed,
-        )
-        .is_err()
-    {
+        .compare_exchange(std::ptr::null_mut(), t, Ordering::SeqCst, Ordering::Relaxed)
+        .is_ok();
+    if !parked {
         // SAFETY: created by Box::into_raw in new_txn; nothing refers to it.
         drop(unsafe { Box::from_raw(t) });
+        // SAFETY: live until this call, which uncounts the handle just freed.
+        unsafe { MDB_env::txn_freed(env) };
+    } else if e.state.load(Ordering::SeqCst) & CLOSED != 0 {
+        // Closed meanwhile: mdb_env_close may have looked at the slot before this handle was
+        // parked there, so whoever of the two finds it frees it (and maybe the environment).
+        // SAFETY: live (the parked handle is counted) and closed.
+        unsafe { MDB_env::reclaim_spare(env) };
     }
 }
 
@@ -274,11 +292,10 @@ pub unsafe extern "C" fn mdb_txn_begin(
                 Ok(r) => unsafe { (*t).kind = Kind::Ro(r) },
                 Err(err) => {
                     // SAFETY: as above; nothing else refers to it.
-                    unsafe { recycle(e, t) };
+                    unsafe { recycle(env, t) };
                     return crate::code(&err);
                 }
             }
-            txn_started(e);
             // SAFETY: checked non-NULL out-parameter.
             unsafe { *txn = t };
             return 0;
@@ -311,7 +328,6 @@ pub unsafe extern "C" fn mdb_txn_begin(
             let n: Nested<'static, 'static> = unsafe { std::mem::transmute(n) };
             Kind::Nested(Box::into_raw(Box::new(n)))
         };
-        txn_started(e);
         let t = new_txn(e, env, parent);
         // SAFETY: the blank handle new_txn just gave this call.
         unsafe { (*t).kind = kind };
@@ -387,11 +403,9 @@ unsafe fn finish(txn: *mut MDB_txn, commit: bool) -> c_int {
         unsafe { (*t.parent).child = std::ptr::null_mut() };
     }
     let env = t.env;
-    // SAFETY: finished above; the caller gives it up; its environment is live until
-    // txn_ended below.
-    unsafe { recycle(&*env, txn) };
-    // SAFETY: the environment is live until its last transaction ends.
-    unsafe { txn_ended(env) };
+    // SAFETY: finished above; the caller gives it up; its environment is live until this
+    // handle is uncounted.
+    unsafe { recycle(env, txn) };
     rc
 }
 

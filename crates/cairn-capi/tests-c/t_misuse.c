@@ -84,6 +84,22 @@ int main(void) {
 	CHECK(mdb_get(txn, dbi, &k, &v));
 	TRUE(veq(v, "v"));
 	mdb_txn_abort(txn);
+	/* ... nor with a finished handle parked for reuse beside the live one (valgrind and ASan
+	 * check that the last abort frees both handles and the environment, once) */
+	env = open_env("t_misuse2", 0, 0);
+	MDB_txn *other;
+	v = sv("v"); /* the old v pointed into the map of the environment freed above */
+	CHECK(mdb_txn_begin(env, NULL, 0, &txn));
+	CHECK(mdb_put(txn, dbi, &k, &v, 0));
+	CHECK(mdb_txn_commit(txn));
+	CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn));
+	CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &other));
+	mdb_txn_abort(other);
+	mdb_env_close(env);
+	mdb_env_close(env); /* closing twice changes nothing while a transaction holds it */
+	CHECK(mdb_get(txn, dbi, &k, &v));
+	TRUE(veq(v, "v"));
+	mdb_txn_abort(txn);
 	printf("t_misuse ok\n");
 	return 0;
 }
