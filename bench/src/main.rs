@@ -116,6 +116,7 @@ fn main() -> Result<()> {
             .unwrap_or_else(|| json.parent().unwrap().to_path_buf());
         return publish(&results, &out, cli.no_plots);
     }
+    cairn_revision();
     parent(&cli)
 }
 
@@ -380,8 +381,16 @@ fn publish(results: &Results, out: &Path, no_plots: bool) -> Result<()> {
     Ok(())
 }
 
-/// The commit the engine was built from, and whether its sources had uncommitted changes.
+/// The engine's revision, taken when the harness starts (right after run.sh built it): others
+/// may commit while a full run goes on, and the report names what was measured.
+static CAIRN_REVISION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
 fn cairn_revision() -> String {
+    CAIRN_REVISION.get_or_init(read_cairn_revision).clone()
+}
+
+/// The commit the engine was built from, and whether its sources had uncommitted changes.
+fn read_cairn_revision() -> String {
     let git = |args: &[&str]| {
         Command::new("git")
             .arg("-C")
