@@ -153,7 +153,7 @@ impl Programs {
     }
 }
 
-/// Runs the suite: `rounds` rounds of the three programs on N records (the next power of two
+/// Runs the suite: `rounds` rounds of the three programs (one run each) on N records (the next power of two
 /// of `records`), then the callgrind counts if valgrind is there. `dir` is scratch space.
 pub fn run(
     workspace: &Path,
@@ -165,11 +165,16 @@ pub fn run(
     let progs = Programs::find(workspace)?;
     progs.check_linkage()?;
     let n = records.max(4).next_power_of_two();
-    let runs = 3;
+    // Many short processes rather than a few long ones, the order rotating every round: on a
+    // loaded machine each program then gets its share of the quiet moments and of the slots
+    // right after another program (whose dirty pages are still being written back).
+    let runs = 1;
     let mut best = [[f64::INFINITY; 3]; PHASES.len()];
     let db = dir.join("capi-db");
-    for _ in 0..rounds {
-        for (which, name) in PROGRAMS.iter().enumerate() {
+    for round in 0..rounds as usize {
+        for k in 0..PROGRAMS.len() {
+            let which = (round + k) % PROGRAMS.len();
+            let name = PROGRAMS[which];
             let mut c = progs.command(which);
             c.arg(&db).arg(n.to_string()).arg(runs.to_string());
             let out = run_program(c, timeout).with_context(|| format!("{name} program"))?;
@@ -380,10 +385,11 @@ pub fn table(c: &CapiResults) -> String {
          Cairn's liblmdb.so.0 (**Cairn C**); crates/cairn-capi/examples/bench_rust.rs does the \
          same through Cairn's Rust API (**Cairn Rust**). MDB_NOSYNC (Cairn: lazy, no periodic \
          flush), 16-byte keys, 100-byte values, N = {}; CPU ns per operation, best of {} \
-         rounds × {} runs. **C / Rust** is the C layer's cost (1.00: none).",
+         runs of each program ({} rounds, the order rotating). **C / Rust** is the C layer's \
+         cost (1.00: none).",
         crate::report::group_digits(c.records),
-        c.rounds,
-        c.runs
+        c.rounds * c.runs,
+        c.rounds
     );
     match c.instr_records {
         Some(n) => {

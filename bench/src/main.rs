@@ -286,7 +286,7 @@ fn parent(cli: &Cli) -> Result<()> {
             "LMDB/Cairn C"
         );
         let t = Instant::now();
-        let rounds = if p.quick { 3 } else { 5 };
+        let rounds = if p.quick { 9 } else { 7 };
         let timeout = Duration::from_secs(cli.timeout);
         match capi::run(&workspace_root(), &root, p.records, rounds, timeout) {
             Ok(c) => {

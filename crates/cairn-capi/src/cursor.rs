@@ -229,16 +229,28 @@ pub unsafe extern "C" fn mdb_cursor_get(
         // The common case, one engine call: a live engine cursor (its transaction is live and
         // has not written since it was built) and a plain move or seek.
         if let (Some(cur), false) = (c.cur.as_mut(), c.off) {
-            let res = match cop {
-                op::NEXT => cur.next(),
-                op::PREV => cur.prev(),
-                // SAFETY: checked non-NULL; the caller's key (docs/safety.md §7).
-                op::SET_KEY if !key.is_null() => cur.set(unsafe { slice(&*key) }),
-                // SAFETY: as above.
-                op::SET_RANGE if !key.is_null() => cur.set_range(unsafe { slice(&*key) }),
-                _ => return get_slow(c, key, data, cop),
+            // Each arm delivers with its operation a constant, so `deliver` folds its tests.
+            return match cop {
+                op::NEXT => {
+                    let r = cur.next();
+                    deliver(cur, op::NEXT, r, key, data)
+                }
+                op::PREV => {
+                    let r = cur.prev();
+                    deliver(cur, op::PREV, r, key, data)
+                }
+                op::SET_KEY if !key.is_null() => {
+                    // SAFETY: checked non-NULL; the caller's key (docs/safety.md §7).
+                    let r = cur.set(unsafe { slice(&*key) });
+                    deliver(cur, op::SET_KEY, r, key, data)
+                }
+                op::SET_RANGE if !key.is_null() => {
+                    // SAFETY: as above.
+                    let r = cur.set_range(unsafe { slice(&*key) });
+                    deliver(cur, op::SET_RANGE, r, key, data)
+                }
+                _ => get_slow(c, key, data, cop),
             };
-            return deliver(cur, cop, res, key, data);
         }
         get_slow(c, key, data, cop)
     })
