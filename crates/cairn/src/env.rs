@@ -345,7 +345,7 @@ impl Env {
             // No other handle is alive: the data file is the only truth (after a crash or a
             // reboot the lock file's contents mean nothing).
             failpoint!("open.before_recover");
-            let (meta, slots) = if storage.is_empty() || interrupted_creation(&*storage, &opts)? {
+            let (meta, slots) = if storage.is_empty() || interrupted_creation(&*storage)? {
                 if opts.read_only {
                     return Err(Error::Invalid("cannot create a database read-only".into()));
                 }
@@ -712,11 +712,12 @@ impl EnvInner {
 }
 
 /// Whether the data file is what a crash while creating it can leave besides an empty file: at
-/// most one page, all zeros (`create` writes the first commit before anything else). It holds
-/// nothing, so it is created anew; a longer file of zeros stays an error.
-fn interrupted_creation(storage: &dyn Storage, opts: &EnvOptions) -> Result<bool> {
+/// most one page (of any page size: it may have been created with other options), all zeros
+/// (`create` writes the first commit before anything else). It holds nothing, so it is
+/// created anew; a longer file of zeros stays an error.
+fn interrupted_creation(storage: &dyn Storage) -> Result<bool> {
     let len = storage.len();
-    if len > opts.page_size as u64 {
+    if len > format::MAX_PAGE_SIZE as u64 {
         return Ok(false);
     }
     let mut head = vec![0u8; len as usize];

@@ -48,20 +48,24 @@ fn a_crash_while_creating_leaves_a_file_that_opens() {
 #[test]
 fn a_real_file_of_one_zero_page_is_created_anew_and_a_longer_one_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let one = dir.path().join("one");
-    std::fs::write(&one, vec![0u8; 4096]).unwrap();
-    let env = Env::options().no_subdir(true).open(&one).unwrap();
-    let mut w = env.write_txn().unwrap();
-    w.put(env.main_db(), b"k", b"v", PutFlags::empty()).unwrap();
-    w.commit().unwrap();
-    drop(env);
-    let env = Env::options().no_subdir(true).open(&one).unwrap();
-    assert_eq!(
-        env.read_txn().unwrap().get(env.main_db(), b"k").unwrap(),
-        Some(&b"v"[..])
-    );
-    let two = dir.path().join("two");
-    std::fs::write(&two, vec![0u8; 8192]).unwrap();
-    let e = Env::options().no_subdir(true).open(&two).err().unwrap();
+    // One page of zeros, of the smallest and of the largest page size, whatever the options
+    // of the open that finds it.
+    for (n, len) in [(0, 4096), (1, 65536)] {
+        let path = dir.path().join(format!("short{n}"));
+        std::fs::write(&path, vec![0u8; len]).unwrap();
+        let env = Env::options().no_subdir(true).open(&path).unwrap();
+        let mut w = env.write_txn().unwrap();
+        w.put(env.main_db(), b"k", b"v", PutFlags::empty()).unwrap();
+        w.commit().unwrap();
+        drop(env);
+        let env = Env::options().no_subdir(true).open(&path).unwrap();
+        assert_eq!(
+            env.read_txn().unwrap().get(env.main_db(), b"k").unwrap(),
+            Some(&b"v"[..])
+        );
+    }
+    let long = dir.path().join("long");
+    std::fs::write(&long, vec![0u8; 65536 + 4096]).unwrap();
+    let e = Env::options().no_subdir(true).open(&long).err().unwrap();
     assert!(matches!(e, cairn::Error::NotCairn { .. }), "{e:?}");
 }
