@@ -96,7 +96,9 @@ pub fn hit(name: &'static str) {
     }
     let n = HITS.fetch_add(1, Ordering::SeqCst) + 1;
     if n == a.nth {
-        eprintln!("cairn failpoint {name} hit {n}: SIGKILL");
+        // Not eprintln!, which would panic (and unwind instead of dying) if stderr is gone.
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "cairn failpoint {name} hit {n}: SIGKILL");
         crate::os::kill_self();
     }
 }

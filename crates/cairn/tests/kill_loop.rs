@@ -625,7 +625,10 @@ fn nth_hit(point: &str, rng: &mut SimRng) -> u64 {
 struct Tally {
     armed: BTreeMap<&'static str, u64>,
     fired: BTreeMap<&'static str, u64>,
+    /// Of those, in a lazy writer.
+    fired_lazy: BTreeMap<&'static str, u64>,
     signal_kills: u64,
+    signal_kills_lazy: u64,
     reader_kills: u64,
     commits: u64,
     envs: u64,
@@ -928,13 +931,19 @@ fn kill_loop() {
                 (Some(f), Some(a)) => {
                     assert_eq!(f, a, "a point other than the armed one fired");
                     *tally.fired.entry(a).or_default() += 1;
+                    if lazy {
+                        *tally.fired_lazy.entry(a).or_default() += 1;
+                    }
                     // Creation wrote its first commit before these points.
                     if a != "open.before_recover" {
                         t.fresh = false;
                     }
                 }
                 (Some(f), None) => panic!("failpoint {f} fired unarmed"),
-                (None, _) => tally.signal_kills += 1,
+                (None, _) => {
+                    tally.signal_kills += 1;
+                    tally.signal_kills_lazy += u64::from(lazy);
+                }
             }
             done_kills += 1;
             env_kills += 1;
@@ -977,14 +986,23 @@ fn kill_loop() {
         tally.in_flight_seen,
         tally.parent_checks,
     );
-    println!("  {:<28} {:>6} {:>6}", "failpoint", "armed", "fired");
+    println!(
+        "  {:<28} {:>6} {:>6} {:>12}",
+        "failpoint", "armed", "fired", "fired lazy"
+    );
+    let n = |m: &BTreeMap<&'static str, u64>, p: &str| m.get(p).copied().unwrap_or(0);
     for p in POINTS {
         println!(
-            "  {p:<28} {:>6} {:>6}",
-            tally.armed.get(p).copied().unwrap_or(0),
-            tally.fired.get(p).copied().unwrap_or(0)
+            "  {p:<28} {:>6} {:>6} {:>12}",
+            n(&tally.armed, p),
+            n(&tally.fired, p),
+            n(&tally.fired_lazy, p)
         );
     }
+    println!(
+        "  {:<28} {:>6} {:>6} {:>12}",
+        "(random SIGKILL)", "", tally.signal_kills, tally.signal_kills_lazy
+    );
     if coverage {
         let missing: Vec<&str> = POINTS
             .iter()
