@@ -830,10 +830,15 @@ fn kill_loop() {
         } else {
             None
         };
+        // An armed point fires in lazy and in durable writers by turns (the flush of lazy
+        // commits' pages happens only in lazy ones).
         let lazy = match arm {
             Some("commit.before_data_sync" | "commit.after_data_sync") => true,
-            Some("commit.before_truncate" | "commit.after_truncate") => false,
-            _ => rng.below(2) == 0,
+            Some(p) => {
+                let n = |m: &BTreeMap<&'static str, u64>| m.get(p).copied().unwrap_or(0);
+                2 * n(&tally.fired_lazy) <= n(&tally.fired)
+            }
+            None => rng.below(2) == 0,
         };
         let sync_bytes = match rng.below(3) {
             0 => 0,
