@@ -352,6 +352,15 @@ enum Writer {
 unsafe fn finish(txn: *mut MDB_txn, commit: bool) -> c_int {
     // SAFETY: a live handle (docs/safety.md §7).
     let t = unsafe { &mut *txn };
+    if !t.is_write() && t.cursors.is_empty() {
+        // The common short read transaction: no child, no parent, no cursor to detach,
+        // nothing to commit. Its snapshot ends here (dropped in place).
+        t.kind = Kind::Reset;
+        // SAFETY: finished; the caller gives it up; the environment is live until this
+        // handle is uncounted.
+        unsafe { recycle(t.env, txn) };
+        return 0;
+    }
     let mut rc = 0;
     if !t.child.is_null() {
         // SAFETY: the child is live while registered.
