@@ -158,9 +158,16 @@ pub fn value_inline(page_size: usize, klen: usize, vlen: usize) -> bool {
 // ---------------------------------------------------------------------------------------------
 // Checksums and page identity.
 
+/// XXH3, 64-bit, seed 0: the checksum of pages and metas (docs/design.md). The implementation
+/// picks AVX2 at run time where the CPU has it; the value is the same on every path.
+#[inline]
+pub fn xxh3_64(b: &[u8]) -> u64 {
+    twox_hash::XxHash3_64::oneshot(b)
+}
+
 /// Checksum of a page image (all bytes after the checksum field).
 pub fn page_checksum(b: &[u8]) -> u64 {
-    xxhash_rust::xxh3::xxh3_64(&b[H_PGNO..])
+    xxh3_64(&b[H_PGNO..])
 }
 
 /// Stamps a page image with its number and writer and seals it with its checksum.
@@ -480,7 +487,7 @@ impl Meta {
             encode_run(&mut b[M_INLINE + i * WRITTEN_RUN..], r);
         }
         b[M_BOOT..M_BOOT + BOOT_ID].copy_from_slice(&self.boot_id);
-        let sum = xxhash_rust::xxh3::xxh3_64(&b[..M_CHECKSUM]);
+        let sum = xxh3_64(&b[..M_CHECKSUM]);
         put_u64(&mut b, M_CHECKSUM, sum);
         b
     }
@@ -490,7 +497,7 @@ impl Meta {
         if b.len() < SECTOR || b[M_MAGIC..M_MAGIC + 8] != MAGIC {
             return MetaSlot::Foreign;
         }
-        if get_u64(b, M_CHECKSUM) != xxhash_rust::xxh3::xxh3_64(&b[..M_CHECKSUM]) {
+        if get_u64(b, M_CHECKSUM) != xxh3_64(&b[..M_CHECKSUM]) {
             return MetaSlot::Damaged("meta checksum mismatch".into());
         }
         let version = get_u32(b, M_VERSION);
@@ -562,7 +569,7 @@ impl Meta {
 /// Recomputes the checksum of an encoded meta slot in place (for tools and tests that craft
 /// commit records; the engine encodes them whole with [`Meta::encode`]).
 pub fn seal_meta(b: &mut [u8]) {
-    let sum = xxhash_rust::xxh3::xxh3_64(&b[..M_CHECKSUM]);
+    let sum = xxh3_64(&b[..M_CHECKSUM]);
     put_u64(b, M_CHECKSUM, sum);
 }
 
@@ -1256,8 +1263,8 @@ fn int_key(k: &[u8]) -> u64 {
 
 /// Magic word of a lock file ("CAIRNLK" + version byte).
 pub const LOCK_MAGIC: u64 = u64::from_le_bytes(*b"CAIRNLK\x01");
-/// Lock-file format version.
-pub const LOCK_VERSION: u64 = 1;
+/// Lock-file format version (2: the slots-used word).
+pub const LOCK_VERSION: u64 = 2;
 /// Word: magic, written last by the initialising process.
 pub const LW_MAGIC: usize = 0;
 /// Word: format version.
@@ -1270,6 +1277,9 @@ pub const LW_CURRENT: usize = 3;
 pub const LW_INFLIGHT: usize = 4;
 /// Word: page size of the data file.
 pub const LW_PAGE_SIZE: usize = 5;
+/// Word: one past the highest reader slot claimed since the file was reset (only grows): scans
+/// for snapshots stop there instead of reading the whole table.
+pub const LW_SLOTS_USED: usize = 6;
 /// Words: three published commit records, each a sequence word and a sector of meta.
 pub const LW_CELLS: usize = 8;
 /// Words per published commit record.
@@ -1290,6 +1300,7 @@ pub const LB_ALIVE: u64 = 0;
 pub const LB_WRITER: u64 = 1;
 /// Byte locked exclusively while claiming or reaping reader slots.
 pub const LB_TABLE: u64 = 2;
+const _: () = assert!(LW_SLOTS_USED < LW_CELLS);
 const _: () = assert!(LW_CELLS + 3 * LW_CELL_WORDS <= LOCK_HEADER / 8);
 
 /// Byte locked by the owner of reader slot `i` while it lives (released by the kernel when
@@ -1316,6 +1327,33 @@ mod tests {
         let mut b = vec![0u8; ps];
         PageMut::init(&mut b, KIND_LEAF, true);
         b
+    }
+
+    /// The checksum is XXH3-64 with seed 0 whichever implementation and SIMD path computes
+    /// it: files written by earlier builds (xxhash-rust) must keep verifying.
+    #[test]
+    fn checksum_is_standard_xxh3() {
+        assert_eq!(xxh3_64(b""), 0x2D06_8005_38D3_94C2);
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let data: Vec<u8> = (0..70_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        // Every length class of XXH3 (0-16, 17-128, 129-240, long) and page sizes.
+        for len in (0..300).chain([512, 1000, 4096, 4088, 8192, 16_384, 65_536]) {
+            for off in [0, 1, 7] {
+                let b = &data[off..off + len];
+                assert_eq!(
+                    xxh3_64(b),
+                    xxhash_rust::xxh3::xxh3_64(b),
+                    "len {len} off {off}"
+                );
+            }
+        }
     }
 
     #[test]

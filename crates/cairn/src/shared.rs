@@ -88,6 +88,12 @@ impl Shared {
         self.w(f::lock_slot_word(slot, w))
     }
 
+    /// Slots a scan for snapshots or owners must read: those below the high-water mark.
+    /// A slot is counted before its claim returns, so before it can ever hold a snapshot.
+    fn used(&self) -> usize {
+        (self.w(f::LW_SLOTS_USED).load(Ordering::SeqCst) as usize).min(self.max)
+    }
+
     /// Resets the region and publishes `meta` (the first process to open the environment).
     pub fn init(&self, meta: &Meta) {
         for a in self.map.atomics() {
@@ -273,6 +279,8 @@ impl Shared {
                     continue;
                 }
                 ow.store(self.owner, Ordering::Release);
+                self.w(f::LW_SLOTS_USED)
+                    .fetch_max(i as u64 + 1, Ordering::SeqCst);
                 self.slot_w(i, f::LS_TXNID).store(0, Ordering::Release);
                 self.slot_w(i, f::LS_TID)
                     .store(crate::os::thread_id(), Ordering::Relaxed);
@@ -292,7 +300,7 @@ impl Shared {
     /// number cleared. Caller holds the table lock.
     fn reap_locked(&self, consider: impl Fn(usize) -> bool) -> Result<usize> {
         let mut n = 0;
-        for i in 0..self.max {
+        for i in 0..self.used() {
             if self.is_mine(i) || !consider(i) {
                 continue;
             }
@@ -326,7 +334,7 @@ impl Shared {
         fence(Ordering::SeqCst);
         let mut v = Vec::new();
         let mut suspects = Vec::new();
-        for i in 0..self.max {
+        for i in 0..self.used() {
             let t = self.slot_w(i, f::LS_TXNID).load(Ordering::SeqCst);
             if t == 0 {
                 continue;
@@ -373,7 +381,7 @@ impl Shared {
 
     /// The reader table's occupied slots.
     pub fn reader_list(&self) -> Vec<ReaderInfo> {
-        (0..self.max)
+        (0..self.used())
             .filter_map(|i| {
                 let owner = self.slot_w(i, f::LS_OWNER).load(Ordering::Acquire);
                 (owner != 0).then(|| ReaderInfo {
@@ -388,7 +396,7 @@ impl Shared {
 
     /// Readers holding a snapshot now, and the table size.
     pub fn reader_counts(&self) -> (usize, usize) {
-        let n = (0..self.max)
+        let n = (0..self.used())
             .filter(|&i| self.slot_w(i, f::LS_TXNID).load(Ordering::Acquire) != 0)
             .count();
         (n, self.max)

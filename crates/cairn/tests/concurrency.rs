@@ -233,3 +233,52 @@ fn snapshots_stay_put_while_the_writer_churns() {
     assert!(rep.is_ok(), "checker after the churn: {:?}", rep.problems);
     assert!(r.id() > held_print.id + n / 2, "the writer committed");
 }
+
+/// The writer reads only the reader slots below the table's high-water mark: a reader in the
+/// last slot claimed (after others came and went) must still pin its snapshot.
+#[test]
+fn a_reader_in_the_highest_slot_pins_its_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::options().max_readers(16).open(dir.path()).unwrap();
+    let db = env.main_db();
+    let mut w = env.write_txn().unwrap();
+    for i in 0..2_000u64 {
+        w.put(db, &key(i), b"first", PutFlags::empty()).unwrap();
+    }
+    w.commit().unwrap();
+    // Twelve snapshots at once take twelve slots; keep only the last one claimed.
+    let mut held: Vec<RoTxn<'_>> = (0..12).map(|_| env.read_txn().unwrap()).collect();
+    let last = held.pop().unwrap();
+    drop(held);
+    let readers = env.readers();
+    assert_eq!(
+        readers.len(),
+        12,
+        "slots stay claimed while idle: {readers:?}"
+    );
+    assert_eq!(readers.iter().filter(|r| r.txnid != 0).count(), 1);
+    // Rewrite every page many times over: pages of the held snapshot must not be reused.
+    for round in 0..50u64 {
+        let mut w = env.write_txn().unwrap();
+        for i in 0..2_000u64 {
+            w.put(
+                db,
+                &key(i),
+                format!("round {round}").as_bytes(),
+                PutFlags::empty(),
+            )
+            .unwrap();
+        }
+        w.commit().unwrap();
+    }
+    for i in 0..2_000u64 {
+        assert_eq!(
+            last.get(db, &key(i)).unwrap(),
+            Some(&b"first"[..]),
+            "key {i}"
+        );
+    }
+    drop(last);
+    let rep = env.read_txn().unwrap().check().unwrap();
+    assert!(rep.is_ok(), "checker after the churn: {:?}", rep.problems);
+}
