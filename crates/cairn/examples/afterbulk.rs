@@ -1,0 +1,62 @@
+//! Profiling aid: redb's "individual writes" phase (durable single-insert transactions right
+//! after a bulk load in one transaction), Cairn alone. Not a benchmark (bench/ is); run it under
+//! `strace -f -T` or perf to see where a durable commit waits.
+//!
+//!   cargo run --release -p cairn --example afterbulk -- [records] [single inserts]
+
+use cairn::{Env, PutFlags};
+use std::time::Instant;
+
+fn rand(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let n: u64 = args
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1_000_000);
+    let singles: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
+    let dir = tempfile::tempdir()?;
+    let env = Env::options().map_reserve(1 << 34).open(dir.path())?;
+    let db = env.main_db();
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut key = [0u8; 24];
+    let mut value = [0u8; 150];
+    let fill = |b: &mut [u8], x: &mut u64| {
+        for c in b.chunks_mut(8) {
+            let r = rand(x).to_le_bytes();
+            c.copy_from_slice(&r[..c.len()]);
+        }
+    };
+    let t = Instant::now();
+    let mut w = env.write_txn()?;
+    for _ in 0..n {
+        fill(&mut key, &mut x);
+        fill(&mut value, &mut x);
+        w.put(db, &key, &value, PutFlags::empty())?;
+    }
+    w.commit()?;
+    eprintln!("bulk load: {:.2} s", t.elapsed().as_secs_f64());
+    let mut lat = Vec::with_capacity(singles);
+    for _ in 0..singles {
+        fill(&mut key, &mut x);
+        fill(&mut value, &mut x);
+        let t = Instant::now();
+        let mut w = env.write_txn()?;
+        w.put(db, &key, &value, PutFlags::empty())?;
+        w.commit()?;
+        lat.push(t.elapsed().as_micros());
+    }
+    lat.sort_unstable();
+    println!(
+        "single durable inserts after a bulk load of {n}: p50 {} us, p99 {} us",
+        lat[lat.len() / 2],
+        lat[lat.len() * 99 / 100]
+    );
+    Ok(())
+}
