@@ -7,8 +7,9 @@
 //! and `off` is set, so that MDB_NEXT returns that successor rather than skipping it, as
 //! LMDB's cursors do after a delete.
 //!
-//! mdb_cursor_get goes straight to the engine cursor for MDB_NEXT, MDB_PREV, MDB_SET_KEY and
-//! MDB_SET_RANGE when it is live (built, its transaction unchanged since, not off its pair):
+//! mdb_cursor_get goes straight to the engine cursor for MDB_NEXT, MDB_PREV, MDB_GET_CURRENT,
+//! MDB_SET, MDB_SET_KEY and MDB_SET_RANGE when it is live (built, its transaction unchanged
+//! since, not off its pair):
 //! one engine call and the copy of the pair into the caller's MDB_vals. Every other case
 //! takes `get_slow`.
 
@@ -30,6 +31,14 @@ pub struct MDB_cursor {
     cur: Option<Cursor<'static>>,
     saved: Option<(Vec<u8>, Vec<u8>)>,
     off: bool,
+    /// Past the last pair, where LMDB's cursor is after an MDB_SET or MDB_SET_KEY of a key
+    /// above every key: MDB_GET_CURRENT and MDB_NEXT find nothing, MDB_PREV gives the last
+    /// pair. The engine cursor is unpositioned meanwhile.
+    eof: bool,
+    /// In a DUPSORT database after an MDB_SET or MDB_SET_KEY miss, LMDB's cursor is on the
+    /// next key with no value chosen: MDB_GET_CURRENT is EINVAL, MDB_NEXT and MDB_NEXT_DUP give
+    /// that key's first value, MDB_PREV its last. The engine cursor is on the first value.
+    miss: bool,
 }
 
 type Pair<'a> = Option<(&'a [u8], &'a [u8])>;
@@ -56,6 +65,8 @@ pub(crate) unsafe fn unposition(c: *mut MDB_cursor) {
     c.cur = None;
     c.saved = None;
     c.off = false;
+    c.eof = false;
+    c.miss = false;
 }
 
 /// Called when the cursor's transaction ends: a write transaction's cursors are freed (as in
@@ -111,6 +122,26 @@ impl MDB_cursor {
     }
 }
 
+/// MDB_SET / MDB_SET_KEY. On a miss LMDB leaves its cursor where the key would go, on the next
+/// key (`miss` in a DUPSORT database) or past the last (`eof`), and a following
+/// MDB_GET_CURRENT, MDB_NEXT or MDB_PREV starts there; the engine's `set` unpositions on a
+/// miss, so a miss seeks again with `set_range`.
+fn set_exact<'t>(
+    cur: &mut Cursor<'t>,
+    eof: &mut bool,
+    miss: &mut bool,
+    dupsort: bool,
+    k: &[u8],
+) -> cairn::Result<Pair<'t>> {
+    if let Some(e) = cur.set(k)? {
+        return Ok(Some(e));
+    }
+    let next = cur.set_range(k)?.is_some();
+    *eof = !next;
+    *miss = next && dupsort;
+    Ok(None)
+}
+
 /// Positions at the first pair at or after (`k`, `v`).
 fn reseek<'t>(c: &mut Cursor<'t>, dupsort: bool, k: &[u8], v: &[u8]) -> cairn::Result<Pair<'t>> {
     if !dupsort {
@@ -148,6 +179,8 @@ pub unsafe extern "C" fn mdb_cursor_open(
             cur: None,
             saved: None,
             off: false,
+            eof: false,
+            miss: false,
         }));
         t.cursors.push(c);
         // SAFETY: checked non-NULL out-parameter.
@@ -187,6 +220,8 @@ pub unsafe extern "C" fn mdb_cursor_renew(txn: *mut MDB_txn, cursor: *mut MDB_cu
         c.cur = None;
         c.saved = None;
         c.off = false;
+        c.eof = false;
+        c.miss = false;
         if let Ok(old) = c.txn() {
             old.unregister(cursor);
         }
@@ -228,7 +263,9 @@ pub unsafe extern "C" fn mdb_cursor_get(
         let c = handle!(cursor);
         // The common case, one engine call: a live engine cursor (its transaction is live and
         // has not written since it was built) and a plain move or seek.
-        if let (Some(cur), false) = (c.cur.as_mut(), c.off) {
+        let plain = !(c.off || c.eof || c.miss);
+        if let (Some(cur), true) = (c.cur.as_mut(), plain) {
+            let dupsort = c.flags.contains(DbFlags::DUP_SORT);
             // Each arm delivers with its operation a constant, so `deliver` folds its tests.
             return match cop {
                 op::NEXT => {
@@ -239,9 +276,20 @@ pub unsafe extern "C" fn mdb_cursor_get(
                     let r = cur.prev();
                     deliver(cur, op::PREV, r, key, data)
                 }
+                op::GET_CURRENT => match cur.current() {
+                    Ok(None) => libc::EINVAL,
+                    r => deliver(cur, op::GET_CURRENT, r, key, data),
+                },
+                op::SET if !key.is_null() => {
+                    // SAFETY: checked non-NULL; the caller's key (docs/safety.md §7).
+                    let k = unsafe { slice(&*key) };
+                    let r = set_exact(cur, &mut c.eof, &mut c.miss, dupsort, k);
+                    deliver(cur, op::SET, r, key, data)
+                }
                 op::SET_KEY if !key.is_null() => {
                     // SAFETY: checked non-NULL; the caller's key (docs/safety.md §7).
-                    let r = cur.set(unsafe { slice(&*key) });
+                    let k = unsafe { slice(&*key) };
+                    let r = set_exact(cur, &mut c.eof, &mut c.miss, dupsort, k);
                     deliver(cur, op::SET_KEY, r, key, data)
                 }
                 op::SET_RANGE if !key.is_null() => {
@@ -284,6 +332,36 @@ fn get_slow(c: &mut MDB_cursor, key: *mut MDB_val, data: *mut MDB_val, cop: c_ui
     } else {
         &[][..]
     };
+    if c.eof {
+        match cop {
+            op::GET_CURRENT | op::NEXT | op::NEXT_DUP | op::NEXT_NODUP | op::PREV_DUP => {
+                return MDB_NOTFOUND
+            }
+            op::PREV | op::PREV_NODUP => {
+                c.eof = false;
+                let cur = tri!(c.ensure());
+                let r = cur.last();
+                return deliver(cur, op::PREV, r, key, data);
+            }
+            _ => c.eof = false,
+        }
+    }
+    if c.miss {
+        match cop {
+            op::GET_CURRENT => return libc::EINVAL,
+            op::NEXT | op::NEXT_DUP | op::PREV => {
+                c.miss = false;
+                let cur = tri!(c.ensure());
+                let r = if cop == op::PREV {
+                    cur.last_dup()
+                } else {
+                    cur.current()
+                };
+                return deliver(cur, cop, r, key, data);
+            }
+            _ => c.miss = false,
+        }
+    }
     let dupsort = c.dupsort();
     let fixed = c.flags.contains(DbFlags::DUP_FIXED);
     // Needed only after a re-seek that found the parked pair gone (rare): no copy else.
@@ -310,7 +388,7 @@ fn get_slow(c: &mut MDB_cursor, key: *mut MDB_val, data: *mut MDB_val, cop: c_ui
             Ok(None) => return libc::EINVAL,
             other => other,
         },
-        op::SET | op::SET_KEY => cur.set(kin),
+        op::SET | op::SET_KEY => set_exact(cur, &mut c.eof, &mut c.miss, dupsort, kin),
         op::SET_RANGE => cur.set_range(kin),
         op::FIRST_DUP | op::LAST_DUP if !dupsort => return MDB_INCOMPATIBLE,
         op::FIRST_DUP => cur.first_dup(),
@@ -489,6 +567,8 @@ pub unsafe extern "C" fn mdb_cursor_put(
             Ok(v) => {
                 c.saved = Some((k, v));
                 c.off = false;
+                c.eof = false;
+                c.miss = false;
                 c.cur = None;
                 0
             }

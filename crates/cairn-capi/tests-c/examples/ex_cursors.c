@@ -53,6 +53,29 @@ int main(int argc, char **argv) {
 		if (left++ < 5) show("  backwards", 0, &k, &v);
 	}
 	printf("left: %d\n", left);
+	/* the same operations on a cursor that no write parks */
+	for (int j = 0; j < 3; j++) {
+		snprintf(kb, sizeof kb, "k%03d", 50 + j);
+		k = S(kb);
+		show("ro set", mdb_cursor_get(c, &k, &v, MDB_SET), &k, &v);
+		show("ro current", mdb_cursor_get(c, &k, &v, MDB_GET_CURRENT), &k, &v);
+		show("ro next", mdb_cursor_get(c, &k, &v, MDB_NEXT), &k, &v);
+		k = S(kb);
+		show("ro set_key", mdb_cursor_get(c, &k, &v, MDB_SET_KEY), &k, &v);
+		show("ro prev", mdb_cursor_get(c, &k, &v, MDB_PREV), &k, &v);
+	}
+	/* a miss past the last key, and before the first */
+	k = S("zzz");
+	show("ro set zzz", mdb_cursor_get(c, &k, &v, MDB_SET), &k, &v);
+	show("ro current", mdb_cursor_get(c, &k, &v, MDB_GET_CURRENT), &k, &v);
+	show("ro prev", mdb_cursor_get(c, &k, &v, MDB_PREV), &k, &v);
+	k = S("zzz");
+	show("ro set_key zzz", mdb_cursor_get(c, &k, &v, MDB_SET_KEY), &k, &v);
+	show("ro next", mdb_cursor_get(c, &k, &v, MDB_NEXT), &k, &v);
+	k = S("a");
+	show("ro set a", mdb_cursor_get(c, &k, &v, MDB_SET), &k, &v);
+	show("ro current", mdb_cursor_get(c, &k, &v, MDB_GET_CURRENT), &k, &v);
+	show("ro next", mdb_cursor_get(c, &k, &v, MDB_NEXT), &k, &v);
 	mdb_cursor_close(c);
 	mdb_txn_abort(txn);
 	mdb_env_close(env);
