@@ -2,7 +2,7 @@
 //! after a bulk load in one transaction), Cairn alone. Not a benchmark (bench/ is); run it under
 //! `strace -f -T` or perf to see where a durable commit waits.
 //!
-//!   cargo run --release -p cairn --example afterbulk -- [records] [single inserts]
+//!   cargo run --release -p cairn --example afterbulk -- [records] [single inserts] [records per loading txn]
 
 use cairn::{Env, PutFlags};
 use std::time::Instant;
@@ -21,6 +21,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .and_then(|a| a.parse().ok())
         .unwrap_or(1_000_000);
     let singles: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
+    // Records per loading transaction (default: all in one, as redb's bulk load).
+    let per_txn: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(n);
     let dir = tempfile::tempdir()?;
     let env = Env::options().map_reserve(1 << 34).open(dir.path())?;
     let db = env.main_db();
@@ -35,13 +37,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let t = Instant::now();
     let mut w = env.write_txn()?;
-    for _ in 0..n {
+    for i in 0..n {
         fill(&mut key, &mut x);
         fill(&mut value, &mut x);
         w.put(db, &key, &value, PutFlags::empty())?;
+        if (i + 1) % per_txn == 0 {
+            w.commit()?;
+            w = env.write_txn()?;
+        }
     }
     w.commit()?;
-    eprintln!("bulk load: {:.2} s", t.elapsed().as_secs_f64());
+    let i = env.info()?;
+    eprintln!(
+        "bulk load: {:.2} s; last page {}, free {}, pending {}, file {} pages",
+        t.elapsed().as_secs_f64(),
+        i.last_pgno,
+        i.free_pages,
+        i.pending_pages,
+        i.file_size / i.page_size as u64
+    );
+    if let Ok(s) = std::env::var("AFTERBULK_PAUSE_SECS") {
+        std::thread::sleep(std::time::Duration::from_secs(s.parse()?));
+    }
     let mut lat = Vec::with_capacity(singles);
     for _ in 0..singles {
         fill(&mut key, &mut x);
@@ -52,6 +69,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         w.commit()?;
         lat.push(t.elapsed().as_micros());
     }
+    let i = env.info()?;
+    eprintln!(
+        "after the inserts: last page {}, free {}, pending {}, file {} pages",
+        i.last_pgno,
+        i.free_pages,
+        i.pending_pages,
+        i.file_size / i.page_size as u64
+    );
     lat.sort_unstable();
     println!(
         "single durable inserts after a bulk load of {n}: p50 {} us, p99 {} us",
