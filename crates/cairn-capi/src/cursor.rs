@@ -126,6 +126,7 @@ impl MDB_cursor {
 /// key (`miss` in a DUPSORT database) or past the last (`eof`), and a following
 /// MDB_GET_CURRENT, MDB_NEXT or MDB_PREV starts there; the engine's `set` unpositions on a
 /// miss, so a miss seeks again with `set_range`.
+#[inline(always)]
 fn set_exact<'t>(
     cur: &mut Cursor<'t>,
     eof: &mut bool,
@@ -263,9 +264,8 @@ pub unsafe extern "C" fn mdb_cursor_get(
         let c = handle!(cursor);
         // The common case, one engine call: a live engine cursor (its transaction is live and
         // has not written since it was built) and a plain move or seek.
-        let plain = !(c.off || c.eof || c.miss);
+        let plain = !(c.off | c.eof | c.miss);
         if let (Some(cur), true) = (c.cur.as_mut(), plain) {
-            let dupsort = c.flags.contains(DbFlags::DUP_SORT);
             // Each arm delivers with its operation a constant, so `deliver` folds its tests.
             return match cop {
                 op::NEXT => {
@@ -283,12 +283,14 @@ pub unsafe extern "C" fn mdb_cursor_get(
                 op::SET if !key.is_null() => {
                     // SAFETY: checked non-NULL; the caller's key (docs/safety.md §7).
                     let k = unsafe { slice(&*key) };
+                    let dupsort = c.flags.contains(DbFlags::DUP_SORT);
                     let r = set_exact(cur, &mut c.eof, &mut c.miss, dupsort, k);
                     deliver(cur, op::SET, r, key, data)
                 }
                 op::SET_KEY if !key.is_null() => {
                     // SAFETY: checked non-NULL; the caller's key (docs/safety.md §7).
                     let k = unsafe { slice(&*key) };
+                    let dupsort = c.flags.contains(DbFlags::DUP_SORT);
                     let r = set_exact(cur, &mut c.eof, &mut c.miss, dupsort, k);
                     deliver(cur, op::SET_KEY, r, key, data)
                 }

@@ -2,6 +2,17 @@
  * cursor, MDB_CURRENT, and iteration after deletes. */
 #include "ex_common.h"
 
+/* A seek, then one move from where the seek left the cursor. */
+static void seek_then(MDB_cursor *c, const char *key, MDB_cursor_op seek, MDB_cursor_op then,
+		      const char *what) {
+	MDB_val k = S(key), v;
+	char label[64];
+	snprintf(label, sizeof label, "ro %s %s", seek == MDB_SET ? "set" : "set_key", key);
+	show(label, mdb_cursor_get(c, &k, &v, seek), &k, &v);
+	snprintf(label, sizeof label, "  then %s", what);
+	show(label, mdb_cursor_get(c, &k, &v, then), &k, &v);
+}
+
 int main(int argc, char **argv) {
 	MDB_env *env = ex_open(argc > 1 ? argv[1] : "ex2", 2);
 	MDB_txn *txn;
@@ -53,29 +64,14 @@ int main(int argc, char **argv) {
 		if (left++ < 5) show("  backwards", 0, &k, &v);
 	}
 	printf("left: %d\n", left);
-	/* the same operations on a cursor that no write parks */
-	for (int j = 0; j < 3; j++) {
-		snprintf(kb, sizeof kb, "k%03d", 50 + j);
-		k = S(kb);
-		show("ro set", mdb_cursor_get(c, &k, &v, MDB_SET), &k, &v);
-		show("ro current", mdb_cursor_get(c, &k, &v, MDB_GET_CURRENT), &k, &v);
-		show("ro next", mdb_cursor_get(c, &k, &v, MDB_NEXT), &k, &v);
-		k = S(kb);
-		show("ro set_key", mdb_cursor_get(c, &k, &v, MDB_SET_KEY), &k, &v);
-		show("ro prev", mdb_cursor_get(c, &k, &v, MDB_PREV), &k, &v);
+	/* seeks on a cursor that no write parks, hits and misses (in the middle, past the last
+	 * key, before the first), each followed by one move from where it left the cursor */
+	static const char *const probe[] = { "k050", "k051", "k052", "zzz", "a" };
+	for (size_t j = 0; j < sizeof probe / sizeof *probe; j++) {
+		seek_then(c, probe[j], MDB_SET, MDB_GET_CURRENT, "current");
+		seek_then(c, probe[j], MDB_SET, MDB_NEXT, "next");
+		seek_then(c, probe[j], MDB_SET_KEY, MDB_PREV, "prev");
 	}
-	/* a miss past the last key, and before the first */
-	k = S("zzz");
-	show("ro set zzz", mdb_cursor_get(c, &k, &v, MDB_SET), &k, &v);
-	show("ro current", mdb_cursor_get(c, &k, &v, MDB_GET_CURRENT), &k, &v);
-	show("ro prev", mdb_cursor_get(c, &k, &v, MDB_PREV), &k, &v);
-	k = S("zzz");
-	show("ro set_key zzz", mdb_cursor_get(c, &k, &v, MDB_SET_KEY), &k, &v);
-	show("ro next", mdb_cursor_get(c, &k, &v, MDB_NEXT), &k, &v);
-	k = S("a");
-	show("ro set a", mdb_cursor_get(c, &k, &v, MDB_SET), &k, &v);
-	show("ro current", mdb_cursor_get(c, &k, &v, MDB_GET_CURRENT), &k, &v);
-	show("ro next", mdb_cursor_get(c, &k, &v, MDB_NEXT), &k, &v);
 	mdb_cursor_close(c);
 	mdb_txn_abort(txn);
 	mdb_env_close(env);
