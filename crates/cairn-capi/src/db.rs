@@ -304,6 +304,11 @@ fn set_order(txn: *mut MDB_txn, dbi: MDB_dbi, cmp: Option<MDB_cmp_func>, dup: bo
         tri!(t
             .menv()
             .update_dbi(dbi, |x| if dup { x.dcmp = cmp } else { x.cmp = cmp }));
+        // A read transaction remembers the orders of the databases it used (the main
+        // database's from its start): it takes the new one.
+        if let Kind::Ro(r) = &mut t.kind {
+            r.refresh_orders();
+        }
         // Cursors built with the old order are rebuilt with the new one.
         t.park_cursors();
         t.forget_cached(dbi);

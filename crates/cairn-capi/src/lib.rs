@@ -116,7 +116,7 @@ pub(crate) fn code(e: &cairn::Error) -> c_int {
         E::ReadersFull { .. } => MDB_READERS_FULL,
         E::BadDbi => MDB_BAD_DBI,
         E::ReadOnly => libc::EACCES,
-        E::Incompatible { .. } => MDB_INCOMPATIBLE,
+        E::Incompatible { .. } | E::OrderUnknown { .. } => MDB_INCOMPATIBLE,
         E::Invalid(_) => libc::EINVAL,
         E::Poisoned | E::Forked => MDB_PANIC,
         _ => MDB_PANIC,

@@ -179,7 +179,7 @@ pub(crate) fn map(e: cairn::Error) -> PyErr {
         E::ReadersFull { .. } => ReadersFullError::new_err(msg),
         E::BadDbi => BadDbiError::new_err(msg),
         E::ReadOnly => ReadonlyError::new_err(msg),
-        E::Incompatible { .. } => IncompatibleError::new_err(msg),
+        E::Incompatible { .. } | E::OrderUnknown { .. } => IncompatibleError::new_err(msg),
         E::Invalid(_) => InvalidParameterError::new_err(msg),
         E::Poisoned => PanicError::new_err(msg),
         _ => Error::new_err(msg),

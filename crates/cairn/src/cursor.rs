@@ -169,6 +169,21 @@ impl<'t> Iter<'t> {
         })
     }
 
+    /// Takes the database's user-supplied value order, if it has one (Env::set_dup_order):
+    /// the two ends compare pairs to find where they meet.
+    pub(crate) fn custom_dup_order(
+        mut self,
+        env: &crate::env::EnvInner,
+        db: Database,
+    ) -> Result<Iter<'t>> {
+        if dups::is_dupsort(&self.rec) {
+            if let Some(v) = env.db_dup_cmp(env.check_db(db)?) {
+                self.vcmp = v;
+            }
+        }
+        Ok(self)
+    }
+
     /// A step of end `side` inside the sub-tree leaf it walks, if the step stays there.
     #[inline]
     fn leaf_step(&mut self, side: usize) -> Result<Entry<'t>> {

@@ -233,6 +233,50 @@ impl EnvInner {
             .clone()
     }
 
+    /// The key order of database `idx` in this handle, and the order bits
+    /// (`format::ORDER_CUSTOM_*`) a write through this handle stores in its record.
+    pub(crate) fn db_orders(&self, idx: usize) -> (KeyCmp, u16) {
+        let g = self.dbs.read().unwrap_or_else(|p| p.into_inner());
+        let d = &g[idx];
+        let mut bits = 0;
+        if matches!(d.cmp, KeyCmp::Custom(_)) {
+            bits |= format::ORDER_CUSTOM_KEYS;
+        }
+        if d.dup_cmp.is_some() {
+            bits |= format::ORDER_CUSTOM_VALUES;
+        }
+        (d.cmp.clone(), bits)
+    }
+
+    /// Stamps a record about to be written through this handle with its order bits (`bits`
+    /// from [`EnvInner::db_orders`]). With `guard`, a non-empty database whose record claims a
+    /// user-supplied order this handle lacks is refused: writing it in the flags' order would
+    /// leave a tree in two orders at once.
+    pub(crate) fn stamp_order(
+        &self,
+        idx: usize,
+        rec: &mut DbRecord,
+        mut bits: u16,
+        guard: bool,
+    ) -> Result<()> {
+        if rec.flags & DbFlags::DUP_SORT.bits() as u16 == 0 {
+            bits &= !format::ORDER_CUSTOM_VALUES;
+        }
+        let missing = rec.order & !bits;
+        if guard && missing != 0 && rec.root != 0 {
+            return Err(Error::OrderUnknown {
+                db: self.db_name(idx).unwrap_or_else(|| "(main)".into()),
+                what: if missing & format::ORDER_CUSTOM_KEYS != 0 {
+                    "keys"
+                } else {
+                    "values"
+                },
+            });
+        }
+        rec.order = bits;
+        Ok(())
+    }
+
     /// The user-supplied value order of a DUP_SORT database, if one was set.
     pub(crate) fn db_dup_cmp(&self, idx: usize) -> Option<KeyCmp> {
         self.dbs.read().unwrap_or_else(|p| p.into_inner())[idx]

@@ -127,6 +127,19 @@ pub enum Error {
     /// The environment was used in a child process after fork().
     #[error("environment used after fork(): open it again in the child process")]
     Forked,
+    /// A write to a database whose file says its keys (or values) are kept in a user-supplied
+    /// order, through a handle that has not set that order (`Env::set_key_order`,
+    /// `Env::set_dup_order`): the write would break the order, so nothing was changed.
+    #[error(
+        "database {db}: its {what} are kept in a user-supplied order this handle has not set \
+         (Env::set_key_order / set_dup_order, mdb_set_compare / mdb_set_dupsort)"
+    )]
+    OrderUnknown {
+        /// The database ("(main)" for the main database).
+        db: String,
+        /// "keys" or "values".
+        what: &'static str,
+    },
 }
 
 /// Cairn's result type.

@@ -258,7 +258,18 @@ pub struct DbRecord {
     pub depth: u16,
     /// Database flags (DbFlags bits).
     pub flags: u16,
+    /// Which of the database's orders are user-supplied ([`ORDER_CUSTOM_KEYS`],
+    /// [`ORDER_CUSTOM_VALUES`]), as the handle that last wrote the database had them. The
+    /// functions are not stored; the bits tell a process without them (the checker, a
+    /// compacting copy) that the flags' order does not apply.
+    pub order: u16,
 }
+
+/// [`DbRecord::order`]: the keys are in a user-supplied order (`Env::set_key_order`).
+pub const ORDER_CUSTOM_KEYS: u16 = 0x1;
+/// [`DbRecord::order`]: a DUPSORT database's values are in a user-supplied order
+/// (`Env::set_dup_order`).
+pub const ORDER_CUSTOM_VALUES: u16 = 0x2;
 
 impl DbRecord {
     /// Encodes into 48 bytes.
@@ -270,11 +281,12 @@ impl DbRecord {
         put_u64(b, 32, self.overflow_pages);
         put_u16(b, 40, self.depth);
         put_u16(b, 42, self.flags);
-        put_u32(b, 44, 0);
+        put_u16(b, 44, self.order);
+        put_u16(b, 46, 0);
     }
 
-    /// Decodes 48 bytes and checks that the fields agree with one another: known flags, a zero
-    /// reserved word, a depth within [`MAX_TREE_DEPTH`], and an empty tree exactly when the
+    /// Decodes 48 bytes and checks that the fields agree with one another: known flags and
+    /// order bits (values only with DUPSORT), a zero reserved half-word, a depth within [`MAX_TREE_DEPTH`], and an empty tree exactly when the
     /// root is 0. Whether the root and counts fit the snapshot is checked by the meta (for its
     /// own records) and by every descent.
     pub fn decode(b: &[u8]) -> Result<DbRecord> {
@@ -292,13 +304,20 @@ impl DbRecord {
             overflow_pages: get_u64(b, 32),
             depth: get_u16(b, 40),
             flags: get_u16(b, 42),
+            order: get_u16(b, 44),
         };
         let bad = |what: &str| Err(Error::corrupted(format!("database record: {what}")));
         if r.flags & !DB_RECORD_FLAGS != 0 {
             return bad(&format!("unknown flags {:#x}", r.flags));
         }
-        if get_u32(b, 44) != 0 {
-            return bad("reserved word is not zero");
+        if r.order & !(ORDER_CUSTOM_KEYS | ORDER_CUSTOM_VALUES) != 0 {
+            return bad(&format!("unknown order bits {:#x}", r.order));
+        }
+        if r.order & ORDER_CUSTOM_VALUES != 0 && r.flags & DB_DUPSORT == 0 {
+            return bad("a value order without DUPSORT");
+        }
+        if get_u16(b, 46) != 0 {
+            return bad("reserved half-word is not zero");
         }
         if r.depth > MAX_TREE_DEPTH {
             return bad(&format!("depth {}", r.depth));
@@ -327,7 +346,7 @@ impl DbRecord {
 
     /// Decodes the record of a sorted-duplicates sub-tree (an NF_SUBTREE node's value area):
     /// checked as any record, but its `flags` field holds the DUPFIXED value size, and the
-    /// tree is never empty and has no overflow pages.
+    /// tree is never empty, has no overflow pages and no order bits (the database's cover it).
     pub fn decode_sub(b: &[u8]) -> Result<DbRecord> {
         let mut plain = [0u8; DB_RECORD];
         if b.len() != DB_RECORD {
@@ -339,9 +358,9 @@ impl DbRecord {
         plain.copy_from_slice(b);
         put_u16(&mut plain, 42, 0);
         let mut r = DbRecord::decode(&plain)?;
-        if r.root == 0 || r.overflow_pages != 0 {
+        if r.root == 0 || r.overflow_pages != 0 || r.order != 0 {
             return Err(Error::corrupted(
-                "sub-tree record: empty, or with overflow pages",
+                "sub-tree record: empty, with overflow pages, or with order bits",
             ));
         }
         r.flags = get_u16(b, 42);

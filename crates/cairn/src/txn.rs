@@ -123,6 +123,14 @@ impl<'env> RoTxn<'env> {
         self.snap.meta.txnid
     }
 
+    /// Forgets the orders this transaction took from the handle when it first used each
+    /// database, so that an order set since ([`Env::set_key_order`], [`Env::set_dup_order`];
+    /// the C API's mdb_set_compare inside a read transaction) applies to it too.
+    pub fn refresh_orders(&mut self) {
+        self.main_cmp = self.env.inner.db_cmp(0);
+        self.cache.get_mut().clear();
+    }
+
     pub(crate) fn db(&self, db: Database) -> Result<(DbRecord, KeyCmp)> {
         // The main database needs no registry lookup: the read path takes no lock.
         if db.idx == 0 && db.env_id == self.env.inner.id {
@@ -187,7 +195,7 @@ impl<'env> RoTxn<'env> {
     /// Iterates over all entries in key order (`.rev()` for descending order).
     pub fn iter(&self, db: Database) -> Result<crate::Iter<'_>> {
         let (rec, cmp) = self.db(db)?;
-        crate::Iter::new(&self.snap, rec, cmp, ..)
+        crate::Iter::new(&self.snap, rec, cmp, ..)?.custom_dup_order(&self.env.inner, db)
     }
 
     /// Iterates over the entries whose keys fall in `range`.
@@ -197,7 +205,7 @@ impl<'env> RoTxn<'env> {
         range: R,
     ) -> Result<crate::Iter<'_>> {
         let (rec, cmp) = self.db(db)?;
-        crate::Iter::new(&self.snap, rec, cmp, range)
+        crate::Iter::new(&self.snap, rec, cmp, range)?.custom_dup_order(&self.env.inner, db)
     }
 
     /// The names of the named databases, in order.
@@ -336,7 +344,13 @@ impl<'env> RwTxn<'env> {
         self.txnid
     }
 
+    /// A database's index, record (stamped with this handle's order bits, for the write that
+    /// follows) and key order; refuses a database kept in an order this handle lacks.
     pub(crate) fn db_state(&mut self, db: Database) -> Result<(usize, DbRecord, KeyCmp)> {
+        self.db_state_for(db, true)
+    }
+
+    fn db_state_for(&mut self, db: Database, guard: bool) -> Result<(usize, DbRecord, KeyCmp)> {
         let idx = self.env.inner.check_db(db)?;
         if self.dbs.len() <= idx {
             self.dbs.resize(idx + 1, None);
@@ -354,7 +368,10 @@ impl<'env> RwTxn<'env> {
         if d.deleted {
             return Err(Error::BadDbi);
         }
-        Ok((idx, d.rec, self.env.inner.db_cmp(idx)))
+        let mut rec = d.rec;
+        let (cmp, bits) = self.env.inner.db_orders(idx);
+        self.env.inner.stamp_order(idx, &mut rec, bits, guard)?;
+        Ok((idx, rec, cmp))
     }
 
     pub(crate) fn db_ro(&self, db: Database) -> Result<(DbRecord, KeyCmp)> {
@@ -584,7 +601,8 @@ impl<'env> RwTxn<'env> {
 
     /// Empties a database, keeping it.
     pub fn clear_db(&mut self, db: Database) -> Result<()> {
-        let (idx, rec, _) = self.db_state(db)?;
+        // Emptying needs no order: allowed whatever order the database is kept in.
+        let (idx, rec, _) = self.db_state_for(db, false)?;
         crate::db::free_tree(self, &rec)?;
         let empty = DbRecord {
             flags: rec.flags,
@@ -620,14 +638,15 @@ impl<'env> RwTxn<'env> {
 
     /// A cursor that can also write at its position.
     pub fn cursor_mut(&mut self, db: Database) -> Result<crate::CursorMut<'_, 'env>> {
-        self.db_state(db)?;
+        // Positioning needs no guard; the cursor's writes go through put and delete.
+        self.db_state_for(db, false)?;
         Ok(crate::CursorMut::new(self, db))
     }
 
     /// Iterates over all entries in key order (`.rev()` for descending order).
     pub fn iter(&self, db: Database) -> Result<crate::Iter<'_>> {
         let (rec, cmp) = self.db_ro(db)?;
-        crate::Iter::new(self, rec, cmp, ..)
+        crate::Iter::new(self, rec, cmp, ..)?.custom_dup_order(&self.env.inner, db)
     }
 
     /// Iterates over the entries whose keys fall in `range`.
@@ -637,7 +656,7 @@ impl<'env> RwTxn<'env> {
         range: R,
     ) -> Result<crate::Iter<'_>> {
         let (rec, cmp) = self.db_ro(db)?;
-        crate::Iter::new(self, rec, cmp, range)
+        crate::Iter::new(self, rec, cmp, range)?.custom_dup_order(&self.env.inner, db)
     }
 
     /// The names of the named databases as this transaction sees them.

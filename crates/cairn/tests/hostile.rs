@@ -1034,16 +1034,27 @@ fn hardening_record_depth_and_root() {
     }
 }
 
-/// validate-md-pad: the record's reserved word must be zero; fix-overflow-page-size-mul: an
-/// overflow page count whose byte size overflows 32 bits.
+/// validate-md-pad: the record's reserved half-word must be zero and its order bits known;
+/// fix-overflow-page-size-mul: an overflow page count whose byte size overflows 32 bits.
 #[test]
 fn hardening_record_padding_and_huge_counts() {
     let img0 = small(10, 0, Touch::Other);
     let mut img = img0.clone();
     for s in 0..3 {
-        reseal_meta(&mut img, s, |m| m[M_MAIN + 44] = 1);
+        reseal_meta(&mut img, s, |m| m[M_MAIN + 46] = 1);
     }
     must_fail("record padding", img);
+    let mut img = img0.clone();
+    for s in 0..3 {
+        reseal_meta(&mut img, s, |m| m[M_MAIN + 44] = 4);
+    }
+    must_fail("unknown order bit", img);
+    // The main database of `small` has no DUPSORT: a value order is a contradiction.
+    let mut img = img0.clone();
+    for s in 0..3 {
+        reseal_meta(&mut img, s, |m| m[M_MAIN + 44] = 2);
+    }
+    must_fail("value order without DUPSORT", img);
     let mut img = img0.clone();
     edit_record(&mut img, M_CATALOG, |r| r.overflow_pages = 1 << 40);
     must_fail("overflow page count 2^40", img);
