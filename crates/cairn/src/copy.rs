@@ -1,10 +1,15 @@
 //! Hot copy of a read snapshot into a new file: page by page, or compacted by reloading every
 //! database in key order (append mode; sorted duplicates in value order) into a fresh file.
+//!
+//! A compacting copy rebuilds trees, so it needs each database's order: the copy takes the
+//! source handle's user-supplied orders (and so records them in the copy as the source does);
+//! a database whose file says it has one the handle has not set is refused with
+//! `Error::OrderUnknown` before anything is written (a page-by-page copy needs no order).
 
 use crate::db::{DbFlags, PutFlags};
 use crate::env::{Durability, Env};
 use crate::error::{Error, Result};
-use crate::format::{self, Meta, SECTOR};
+use crate::format::{self, DbRecord, KeyCmp, Meta, SECTOR};
 use crate::txn::RoTxn;
 use std::io::Write;
 use std::path::Path;
@@ -54,8 +59,55 @@ pub(crate) fn copy(txn: &RoTxn<'_>, dest: &Path, compact: bool) -> Result<()> {
     f.sync_all().map_err(|e| Error::io("flushing the copy", e))
 }
 
+/// The user-supplied orders of the source handle's database `db` (keys, values), refusing a
+/// database whose record `rec` says it has one that the handle has not set.
+fn source_orders(
+    env: &Env,
+    db: crate::Database,
+    name: &str,
+    rec: &DbRecord,
+) -> Result<(Option<format::CmpFn>, Option<format::CmpFn>)> {
+    let idx = env.inner.check_db(db)?;
+    let (k, _) = env.inner.db_orders(idx);
+    let keys = match k {
+        KeyCmp::Custom(f) => Some(f),
+        _ => None,
+    };
+    let values = match env.inner.db_dup_cmp(idx) {
+        Some(KeyCmp::Custom(f)) if crate::btree::dups::is_dupsort(rec) => Some(f),
+        _ => None,
+    };
+    let missing = [
+        (format::ORDER_CUSTOM_KEYS, keys.is_some(), "keys"),
+        (format::ORDER_CUSTOM_VALUES, values.is_some(), "values"),
+    ]
+    .into_iter()
+    .find(|&(bit, set, _)| rec.order & bit != 0 && !set && rec.root != 0);
+    if let Some((_, _, what)) = missing {
+        return Err(Error::OrderUnknown {
+            db: name.to_string(),
+            what,
+        });
+    }
+    Ok((keys, values))
+}
+
 fn compact_copy(txn: &RoTxn<'_>, dest: &Path) -> Result<()> {
     let src_env = txn.env();
+    // Every order is known before the destination is created: a refusal leaves no file.
+    let main_orders = source_orders(
+        src_env,
+        src_env.main_db(),
+        "(main)",
+        &txn.snapshot().meta.main,
+    )?;
+    let mut named = Vec::new();
+    for name in txn.db_names()? {
+        let sdb = txn.open_db(Some(&name))?;
+        let (rec, _) = txn.db(sdb)?;
+        let orders = source_orders(src_env, sdb, &name, &rec)?;
+        named.push((name, sdb, orders));
+    }
     let out = Env::options()
         .page_size(src_env.page_size())
         .durability(Durability::Lazy)
@@ -70,14 +122,17 @@ fn compact_copy(txn: &RoTxn<'_>, dest: &Path) -> Result<()> {
         let mut w = out.write_txn()?;
         let main_flags = DbFlags::from_bits_retain(u32::from(txn.snapshot().meta.main.flags));
         let main = w.create_db(None, main_flags | DbFlags::CREATE)?;
+        out.set_key_order(main, main_orders.0)?;
+        out.set_dup_order(main, main_orders.1)?;
         for item in txn.iter(src_env.main_db())? {
             let (k, v) = item?;
             w.put(main, k, v, PutFlags::APPEND | PutFlags::APPEND_DUP)?;
         }
-        for name in txn.db_names()? {
-            let sdb = txn.open_db(Some(&name))?;
+        for (name, sdb, (keys, values)) in named {
             let flags = src_env.inner.db_flags(sdb.idx as usize);
             let ddb = w.create_db(Some(&name), flags | DbFlags::CREATE)?;
+            out.set_key_order(ddb, keys)?;
+            out.set_dup_order(ddb, values)?;
             for item in txn.iter(sdb)? {
                 let (k, v) = item?;
                 w.put(ddb, k, v, PutFlags::APPEND | PutFlags::APPEND_DUP)?;
