@@ -168,6 +168,77 @@ fn check_passes_sound_and_fails_damaged() {
     assert!(!v["problems"].as_array().unwrap().is_empty());
 }
 
+/// A file whose databases a program keeps in its own orders (mdb_set_compare /
+/// mdb_set_dupsort; here Env::set_key_order / set_dup_order): `cairn check` cannot know those
+/// orders, checks the rest, notes what it left out and calls the file sound; writing it
+/// (`load`) and compacting it are refused with a message, and nothing is changed.
+#[test]
+fn check_accepts_a_file_in_user_supplied_orders() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let env = Env::options().max_dbs(4).open(dir.path()).unwrap();
+        let mut w = env.write_txn().unwrap();
+        let db = w
+            .create_db(
+                Some("custom"),
+                cairn::DbFlags::CREATE | cairn::DbFlags::DUP_SORT,
+            )
+            .unwrap();
+        env.set_key_order(db, Some(std::sync::Arc::new(|a: &[u8], b: &[u8]| b.cmp(a))))
+            .unwrap();
+        env.set_dup_order(
+            db,
+            Some(std::sync::Arc::new(|a: &[u8], b: &[u8]| {
+                a.len().cmp(&b.len()).then(b.cmp(a))
+            })),
+        )
+        .unwrap();
+        for i in 0..3000u32 {
+            let k = format!("k{}", i % 17);
+            w.put(
+                db,
+                k.as_bytes(),
+                format!("{i}").as_bytes(),
+                PutFlags::empty(),
+            )
+            .unwrap();
+        }
+        w.commit().unwrap();
+    }
+    let o = cairn(&["check", s(dir.path())], b"");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("no problems"), "{out}");
+    assert!(
+        out.contains("note: custom: its keys are in a user-supplied order"),
+        "{out}"
+    );
+    assert!(
+        out.contains("note: custom: its values are in a user-supplied order"),
+        "{out}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&ok(&["check", "--json", s(dir.path())], b"")).unwrap();
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["notes"].as_array().unwrap().len(), 2);
+    let before = read(dir.path());
+    let e = fails(
+        &["copy", "-c", s(dir.path()), s(&dir.path().join("c"))],
+        b"",
+    );
+    assert!(e.contains("user-supplied order"), "{e}");
+    let e = fails(
+        &["load", "-s", "custom", s(dir.path())],
+        b"VERSION=3\nformat=print\ntype=btree\ndupsort=1\nHEADER=END\n k1\n zzz\nDATA=END\n",
+    );
+    assert!(e.contains("user-supplied order"), "{e}");
+    assert_eq!(read(dir.path()), before);
+}
+
 #[test]
 fn check_reports_a_file_that_does_not_open() {
     let dir = tempfile::tempdir().unwrap();

@@ -499,9 +499,16 @@ impl Env {
     }
 
     /// Orders `db`'s keys with a user-supplied function from now on, in this handle (None: back
-    /// to the order its flags give). The order is not stored in the file: every handle that
+    /// to the order its flags give). The function is not stored in the file: every handle that
     /// uses the database must set the same one before its first access (LMDB's
-    /// mdb_set_compare). Reopening the database with other flags resets it.
+    /// mdb_set_compare). Reopening the database with other flags resets it. A read
+    /// transaction already running keeps the order it took until
+    /// [`RoTxn::refresh_orders`](crate::RoTxn::refresh_orders).
+    ///
+    /// Writes record in the database that its keys are in a user-supplied order: a handle that
+    /// has not set one then refuses to write the database ([`Error::OrderUnknown`]) or to
+    /// compact it, and its checker checks everything but the order and says so in
+    /// [`Report::notes`](crate::check::Report::notes).
     pub fn set_key_order(&self, db: crate::Database, order: Option<format::CmpFn>) -> Result<()> {
         let idx = self.inner.check_db(db)?;
         let mut g = self.inner.dbs.write().unwrap_or_else(|p| p.into_inner());
@@ -513,8 +520,8 @@ impl Env {
     }
 
     /// Orders the values of DUP_SORT database `db` with a user-supplied function from now
-    /// on, in this handle (None: the flags' order); as [`Env::set_key_order`], the order is
-    /// not stored (LMDB's mdb_set_dupsort).
+    /// on, in this handle (None: the flags' order); as [`Env::set_key_order`], the function
+    /// is not stored but writes record that there is one (LMDB's mdb_set_dupsort).
     pub fn set_dup_order(&self, db: crate::Database, order: Option<format::CmpFn>) -> Result<()> {
         let idx = self.inner.check_db(db)?;
         let mut g = self.inner.dbs.write().unwrap_or_else(|p| p.into_inner());
