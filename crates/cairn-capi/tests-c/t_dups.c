@@ -1,6 +1,7 @@
 /* Sorted duplicates: DUPSORT cursor operations, DUPFIXED with MDB_MULTIPLE and the *_MULTIPLE
  * reads, counts, pair deletes, and C comparators (mdb_set_compare, mdb_set_dupsort). */
 #include "check.h"
+#include "cairn.h"
 #include <stdint.h>
 
 static int calls;
@@ -135,6 +136,93 @@ int main(void) {
 	x = sv("zz");
 	TRUE(mdb_dcmp(txn, c, &x, &y) > 0);
 	mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+
+	/* More values under "b" of "custom" (a sub-tree) and keys in the main database, both in
+	 * the C orders. */
+	CHECK(mdb_txn_begin(env, NULL, 0, &txn));
+	MDB_dbi m;
+	CHECK(mdb_dbi_open(txn, NULL, 0, &m));
+	CHECK(mdb_set_compare(txn, m, desc));
+	char kb[32], vb[32];
+	for (int i = 0; i < 300; i++) {
+		snprintf(kb, sizeof kb, "m%03d", i);
+		k = sv(kb), v = sv("x");
+		CHECK(mdb_put(txn, m, &k, &v, 0));
+		snprintf(vb, sizeof vb, "%d", i * 7);
+		k = sv("b"), v = sv(vb);
+		CHECK(mdb_put(txn, c, &k, &v, 0));
+	}
+	CHECK(mdb_txn_commit(txn));
+	const char *p;
+	CHECK(mdb_env_get_path(env, &p));
+	char path[4096];
+	snprintf(path, sizeof path, "%s", p);
+	mdb_env_close(env);
+
+	/* A new handle, as a reader process opens one: the orders are set inside its read
+	 * transaction, after it began; lookups, GET_BOTH and GET_BOTH_RANGE use them. */
+	CHECK(mdb_env_create(&env));
+	CHECK(mdb_env_set_maxdbs(env, 8));
+	CHECK(mdb_env_open(env, path, 0, 0664));
+	CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn));
+	CHECK(mdb_dbi_open(txn, NULL, 0, &m));
+	CHECK(mdb_set_compare(txn, m, desc));
+	for (int i = 0; i < 300; i++) {
+		snprintf(kb, sizeof kb, "m%03d", i);
+		k = sv(kb);
+		CHECK(mdb_get(txn, m, &k, &v));
+		TRUE(veq(v, "x"));
+	}
+	CHECK(mdb_dbi_open(txn, "custom", 0, &c));
+	CHECK(mdb_set_compare(txn, c, desc));
+	CHECK(mdb_set_dupsort(txn, c, by_len));
+	k = sv("b");
+	CHECK(mdb_get(txn, c, &k, &v));
+	TRUE(veq(v, "0"));
+	CHECK(mdb_cursor_open(txn, c, &cur));
+	for (int i = 0; i < 300; i++) {
+		snprintf(vb, sizeof vb, "%d", i * 7);
+		k = sv("b"), v = sv(vb);
+		CHECK(mdb_cursor_get(cur, &k, &v, MDB_GET_BOTH));
+		TRUE(veq(v, vb));
+	}
+	k = sv("b"), v = sv("8");
+	EXPECT(mdb_cursor_get(cur, &k, &v, MDB_GET_BOTH), MDB_NOTFOUND);
+	/* By length, then bytes: the first two-byte value from "10" is "14"; none from "zz", so
+	 * the first three-byte one; nothing from "9999". */
+	k = sv("b"), v = sv("10");
+	CHECK(mdb_cursor_get(cur, &k, &v, MDB_GET_BOTH_RANGE));
+	TRUE(veq(v, "14"));
+	CHECK(mdb_cursor_get(cur, &k, &v, MDB_NEXT_DUP));
+	TRUE(veq(v, "21"));
+	k = sv("b"), v = sv("zz");
+	CHECK(mdb_cursor_get(cur, &k, &v, MDB_GET_BOTH_RANGE));
+	TRUE(veq(v, "105"));
+	CHECK(mdb_cursor_get(cur, &k, &v, MDB_PREV_DUP));
+	TRUE(veq(v, "bb"));
+	k = sv("b"), v = sv("9999");
+	EXPECT(mdb_cursor_get(cur, &k, &v, MDB_GET_BOTH_RANGE), MDB_NOTFOUND);
+	mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	/* The checker verifies the C orders this handle has. */
+	size_t problems = 1;
+	CHECK(cairn_env_check(env, &problems, NULL, NULL));
+	TRUE(problems == 0);
+	mdb_env_close(env);
+
+	/* A handle that never set the orders: the file is still sound to its checker, and a
+	 * write to a database kept in an order it lacks is refused. */
+	CHECK(mdb_env_create(&env));
+	CHECK(mdb_env_set_maxdbs(env, 8));
+	CHECK(mdb_env_open(env, path, 0, 0664));
+	problems = 1;
+	CHECK(cairn_env_check(env, &problems, NULL, NULL));
+	TRUE(problems == 0);
+	CHECK(mdb_txn_begin(env, NULL, 0, &txn));
+	CHECK(mdb_dbi_open(txn, "custom", 0, &c));
+	k = sv("b"), v = sv("new");
+	EXPECT(mdb_put(txn, c, &k, &v, 0), MDB_INCOMPATIBLE);
 	mdb_txn_abort(txn);
 	mdb_env_close(env);
 	printf("t_dups ok\n");
