@@ -657,9 +657,9 @@ fn run(ops: &[Op]) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
     #[test]
-    fn model_with_custom_orders(ops in proptest::collection::vec(op(), 1..70)) {
+    fn model_with_custom_orders(ops in proptest::collection::vec(op(), 1..100)) {
         run(&ops);
     }
 }
