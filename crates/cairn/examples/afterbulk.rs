@@ -14,6 +14,14 @@ fn rand(x: &mut u64) -> u64 {
     *x
 }
 
+/// Bytes this process caused to be written to storage so far (Linux only).
+fn write_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/io").ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("write_bytes: "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let n: u64 = args
@@ -59,6 +67,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Ok(s) = std::env::var("AFTERBULK_PAUSE_SECS") {
         std::thread::sleep(std::time::Duration::from_secs(s.parse()?));
     }
+    let io_before = write_bytes();
     let mut lat = Vec::with_capacity(singles);
     for _ in 0..singles {
         fill(&mut key, &mut x);
@@ -68,6 +77,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         w.put(db, &key, &value, PutFlags::empty())?;
         w.commit()?;
         lat.push(t.elapsed().as_micros());
+        if std::env::var_os("CAIRN_DEBUG_DIRTY").is_some() {
+            eprintln!("  write_bytes now {:?}", write_bytes());
+        }
+    }
+    if let (Some(a), Some(b)) = (io_before, write_bytes()) {
+        eprintln!(
+            "bytes sent to the disk per single insert (/proc/self/io): {}",
+            (b - a) / singles as u64
+        );
     }
     let i = env.info()?;
     eprintln!(

@@ -61,21 +61,6 @@ impl Map {
         )
     }
 
-    /// Maps `len` bytes of the data file writable and shared, for the writer only: commits copy
-    /// their pages into it (no system call per page). `len` may exceed the file's length; the
-    /// engine writes only below the length it preallocated.
-    pub fn file_writable(file: &File, len: usize) -> Result<Map> {
-        let prot = libc::PROT_READ | libc::PROT_WRITE;
-        let flags = libc::MAP_SHARED | libc::MAP_NORESERVE;
-        Map::mmap(
-            file.as_raw_fd(),
-            len,
-            prot,
-            flags,
-            "mapping the data file for writing",
-        )
-    }
-
     /// Maps `len` bytes of the lock file read-write and shared: the memory other processes
     /// see too. The caller has sized the file to at least `len` bytes.
     pub fn shared_rw(file: &File, len: usize) -> Result<Map> {
