@@ -26,9 +26,22 @@ use crate::error::{Error, Result};
 use crate::format::{self as f, Meta, MetaSlot, SECTOR};
 use crate::lock::LockFile;
 use crate::os::{LockKind, Map};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Mutex;
+
+/// Source of `Shared::uid`: tells handles apart for the per-thread commit cache, even when one
+/// is dropped and another takes its address.
+static NEXT_UID: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The last commit record this thread decoded to begin a read transaction: (handle uid,
+    /// record). A commit's record never changes once published and txnids are not reused
+    /// while a handle lives (it holds the lock file's alive byte, so nobody resets the file),
+    /// so the next transaction on the same commit skips copying and checking the record.
+    static LAST_META: RefCell<Option<(u64, Meta)>> = const { RefCell::new(None) };
+}
 
 const WORDS: usize = SECTOR / 8;
 
@@ -61,6 +74,8 @@ pub(crate) struct Shared {
     /// Slot -> current txnid when it was last found alive (the writer probes old readers
     /// rarely).
     probed: Mutex<HashMap<usize, u64>>,
+    /// Unique among the handles of this process (see `LAST_META`).
+    uid: u64,
 }
 
 impl Shared {
@@ -76,6 +91,7 @@ impl Shared {
             mine: (0..words).map(|_| AtomicU64::new(0)).collect(),
             table: Mutex::new(()),
             probed: Mutex::new(HashMap::new()),
+            uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
         }
     }
 
@@ -217,7 +233,15 @@ impl Shared {
             if self.current() != t {
                 continue;
             }
+            let cached = LAST_META.with(|c| match &*c.borrow() {
+                Some((uid, m)) if *uid == self.uid && m.txnid == t => Some(m.clone()),
+                _ => None,
+            });
+            if let Some(m) = cached {
+                return Ok((slot, m));
+            }
             if let Some(m) = self.read_cell(t).or_else(|| from_file(t)) {
+                LAST_META.with(|c| *c.borrow_mut() = Some((self.uid, m.clone())));
                 return Ok((slot, m));
             }
             std::thread::yield_now();
