@@ -442,9 +442,12 @@ impl Cursor {
                     |t, db, dup| {
                         let flags = flags_for(dup, dupdata, overwrite, append, true);
                         let (mut c, mut a, mut last) = (0, 0, None);
+                        // One engine cursor for the batch: a put landing in the leaf of the
+                        // previous one skips the descent (sorted items).
+                        let mut w = t.cursor_mut(db).map_err(errors::map)?;
                         for (k, v) in &args {
                             c += 1;
-                            if put_result(t.put(db, k, v, flags))? {
+                            if put_result(w.put(k, v, flags))? {
                                 a += 1;
                                 last = Some((k, v));
                             }

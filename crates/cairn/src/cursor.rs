@@ -413,10 +413,15 @@ impl DoubleEndedIterator for Iter<'_> {
 /// A cursor of a write transaction: positioning plus put and delete at the position. Each
 /// change re-seeks the cursor, so it stays valid whatever the change did to the pages. In a
 /// DUP_SORT database it stands on a (key, value) pair.
+///
+/// Invariant: `leaf`, when set, is a dirty leaf of the database's tree, where the last `put`
+/// landed. The cursor borrows the transaction exclusively, so only its own methods change the
+/// tree: `put` keeps the hint valid (it frees no tree page), every other change clears it.
 pub struct CursorMut<'t, 'env> {
     txn: &'t mut RwTxn<'env>,
     db: Database,
     at: Option<(Vec<u8>, Vec<u8>)>,
+    leaf: Option<u64>,
 }
 
 type Owned = Option<(Vec<u8>, Vec<u8>)>;
@@ -424,7 +429,12 @@ type Owned = Option<(Vec<u8>, Vec<u8>)>;
 #[allow(clippy::should_implement_trait, reason = "LMDB's cursor vocabulary")]
 impl<'t, 'env> CursorMut<'t, 'env> {
     pub(crate) fn new(txn: &'t mut RwTxn<'env>, db: Database) -> CursorMut<'t, 'env> {
-        CursorMut { txn, db, at: None }
+        CursorMut {
+            txn,
+            db,
+            at: None,
+            leaf: None,
+        }
     }
 
     /// Runs `f` on a read cursor re-seeked to the first pair at or after the remembered one,
@@ -531,9 +541,22 @@ impl<'t, 'env> CursorMut<'t, 'env> {
         }
     }
     /// Puts `key`/`value` and moves the cursor there.
+    ///
+    /// A put whose key falls within the leaf the previous put landed in goes straight there
+    /// (LMDB's shortcut), so a run of sorted puts does not descend from the root each time.
     pub fn put(&mut self, key: &[u8], value: &[u8], flags: PutFlags) -> Result<()> {
-        self.txn.put(self.db, key, value, flags)?;
-        self.at = Some((key.to_vec(), value.to_vec()));
+        let hint = self.leaf.take();
+        self.leaf = self.txn.put_hinted(self.db, key, value, flags, hint)?;
+        // The position's buffers are reused.
+        match &mut self.at {
+            Some((k, v)) => {
+                k.clear();
+                k.extend_from_slice(key);
+                v.clear();
+                v.extend_from_slice(value);
+            }
+            None => self.at = Some((key.to_vec(), value.to_vec())),
+        }
         Ok(())
     }
     /// MDB_CURRENT: replaces the value at the cursor (in a DUP_SORT database: the pair at the
@@ -543,6 +566,7 @@ impl<'t, 'env> CursorMut<'t, 'env> {
             .at
             .clone()
             .ok_or_else(|| Error::Invalid("cursor is not positioned".into()))?;
+        self.leaf = None;
         let idx = self.txn.env.inner.check_db(self.db)?;
         if self.txn.env.inner.db_flags(idx).contains(DbFlags::DUP_SORT) {
             // The old pair goes; the new one takes its place in the value order.
@@ -558,6 +582,7 @@ impl<'t, 'env> CursorMut<'t, 'env> {
             .at
             .clone()
             .ok_or_else(|| Error::Invalid("cursor is not positioned".into()))?;
+        self.leaf = None;
         if !self.txn.delete_pair(self.db, &k, &v)? {
             return Err(Error::Invalid("cursor entry no longer exists".into()));
         }
@@ -569,6 +594,7 @@ impl<'t, 'env> CursorMut<'t, 'env> {
             .at
             .clone()
             .ok_or_else(|| Error::Invalid("cursor is not positioned".into()))?;
+        self.leaf = None;
         if !self.txn.delete(self.db, &k)? {
             return Err(Error::Invalid("cursor entry no longer exists".into()));
         }

@@ -215,6 +215,29 @@ fn free_tree_level<W: PageWriter + ?Sized>(w: &mut W, rec: &DbRecord, top: bool)
     Ok(())
 }
 
+/// What a transaction caches of a registered database: its key order and flags, valid while
+/// the registry's generation (`EnvInner::db_gen`) is `gen`.
+#[derive(Clone)]
+pub(crate) struct DbView {
+    pub gen: u64,
+    pub cmp: KeyCmp,
+    pub flags: DbFlags,
+    /// Order bits a write through this handle stamps (see [`EnvInner::db_orders`]).
+    pub bits: u16,
+}
+
+/// The order bits (`format::ORDER_CUSTOM_*`) of a registered database in this handle.
+fn order_bits(d: &DbInfo) -> u16 {
+    let mut bits = 0;
+    if matches!(d.cmp, KeyCmp::Custom(_)) {
+        bits |= format::ORDER_CUSTOM_KEYS;
+    }
+    if d.dup_cmp.is_some() {
+        bits |= format::ORDER_CUSTOM_VALUES;
+    }
+    bits
+}
+
 impl EnvInner {
     pub(crate) fn check_db(&self, db: Database) -> Result<usize> {
         if db.env_id != self.id {
@@ -238,14 +261,7 @@ impl EnvInner {
     pub(crate) fn db_orders(&self, idx: usize) -> (KeyCmp, u16) {
         let g = self.dbs.read().unwrap_or_else(|p| p.into_inner());
         let d = &g[idx];
-        let mut bits = 0;
-        if matches!(d.cmp, KeyCmp::Custom(_)) {
-            bits |= format::ORDER_CUSTOM_KEYS;
-        }
-        if d.dup_cmp.is_some() {
-            bits |= format::ORDER_CUSTOM_VALUES;
-        }
-        (d.cmp.clone(), bits)
+        (d.cmp.clone(), order_bits(d))
     }
 
     /// Stamps a record about to be written through this handle with its order bits (`bits`
@@ -302,15 +318,50 @@ impl EnvInner {
             .position(|d| d.name.as_deref() == Some(name))
     }
 
+    /// The registry for a change: the generation moves, so every cached view is dropped.
+    pub(crate) fn dbs_mut(&self) -> std::sync::RwLockWriteGuard<'_, Vec<DbInfo>> {
+        let g = self.dbs.write().unwrap_or_else(|p| p.into_inner());
+        self.db_gen
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        g
+    }
+
+    /// The order and flags of `db`, read under one lock, with the registry's generation.
+    pub(crate) fn db_view(&self, db: Database) -> Result<(usize, DbView)> {
+        if db.env_id != self.id {
+            return Err(Error::BadDbi);
+        }
+        let g = self.dbs.read().unwrap_or_else(|p| p.into_inner());
+        // Read under the lock: a change bumps the generation while holding the write lock.
+        let gen = self.db_gen.load(std::sync::atomic::Ordering::Acquire);
+        let idx = db.idx as usize;
+        let d = g.get(idx).ok_or(Error::BadDbi)?;
+        Ok((
+            idx,
+            DbView {
+                gen,
+                cmp: d.cmp.clone(),
+                flags: d.flags,
+                bits: order_bits(d),
+            },
+        ))
+    }
+
+    /// The registry's generation (see [`EnvInner::dbs_mut`]).
+    #[inline]
+    pub(crate) fn db_gen(&self) -> u64 {
+        self.db_gen.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     pub(crate) fn set_db_flags(&self, idx: usize, flags: DbFlags) {
-        let mut g = self.dbs.write().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.dbs_mut();
         g[idx].flags = flags;
         g[idx].cmp = cmp_for(flags);
     }
 
     /// The handle of a named database, registering it on first use.
     pub(crate) fn register_db(&self, name: &str, flags: DbFlags) -> Result<Database> {
-        let mut g = self.dbs.write().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.dbs_mut();
         if let Some(i) = g.iter().position(|d| d.name.as_deref() == Some(name)) {
             if g[i].flags != flags {
                 g[i].flags = flags;

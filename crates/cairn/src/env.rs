@@ -253,6 +253,9 @@ pub(crate) struct EnvInner {
     pub writer: Mutex<Option<WriterState>>,
     pub writer_cv: Condvar,
     pub dbs: RwLock<Vec<DbInfo>>,
+    /// Bumped at every change to `dbs` (under its write lock), so that a transaction can
+    /// cache a database's order and flags and check them with one load (`db::DbView`).
+    pub db_gen: AtomicU64,
     pub id: u64,
     pub poisoned: AtomicBool,
     /// A read-only handle's hold on the writer byte when it cannot register as a reader.
@@ -387,6 +390,7 @@ impl Env {
                 writer: Mutex::new(Some(ws)),
                 writer_cv: Condvar::new(),
                 dbs: RwLock::new(vec![main]),
+                db_gen: AtomicU64::new(0),
                 id: tag,
                 poisoned: AtomicBool::new(false),
                 _ro_lock: ro_lock,
@@ -511,7 +515,7 @@ impl Env {
     /// [`Report::notes`](crate::check::Report::notes).
     pub fn set_key_order(&self, db: crate::Database, order: Option<format::CmpFn>) -> Result<()> {
         let idx = self.inner.check_db(db)?;
-        let mut g = self.inner.dbs.write().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.inner.dbs_mut();
         g[idx].cmp = match order {
             Some(f) => KeyCmp::Custom(f),
             None => crate::db::cmp_for(g[idx].flags),
@@ -524,7 +528,7 @@ impl Env {
     /// is not stored but writes record that there is one (LMDB's mdb_set_dupsort).
     pub fn set_dup_order(&self, db: crate::Database, order: Option<format::CmpFn>) -> Result<()> {
         let idx = self.inner.check_db(db)?;
-        let mut g = self.inner.dbs.write().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.inner.dbs_mut();
         g[idx].dup_cmp = order.map(KeyCmp::Custom);
         Ok(())
     }

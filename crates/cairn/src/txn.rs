@@ -11,7 +11,7 @@
 
 use crate::alloc::FreeState;
 use crate::btree::{self, PageSource, PageWriter};
-use crate::db::{Database, DbFlags, PutFlags, Stat};
+use crate::db::{Database, DbFlags, DbView, PutFlags, Stat};
 use crate::env::{Env, WriterState};
 use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, KeyCmp, Meta};
@@ -147,17 +147,31 @@ impl<'env> RoTxn<'env> {
         let rec =
             catalog_lookup(&self.snap, &self.snap.meta.catalog, &name)?.ok_or(Error::BadDbi)?;
         let hit = (rec, self.env.inner.db_cmp(idx));
-        let mut c = self.cache.borrow_mut();
-        if c.len() <= idx {
-            c.resize(idx + 1, None);
+        // A user-supplied order that reads through this transaction may hold the cache.
+        if let Ok(mut c) = self.cache.try_borrow_mut() {
+            if c.len() <= idx {
+                c.resize(idx + 1, None);
+            }
+            c[idx] = Some(hit.clone());
         }
-        c[idx] = Some(hit.clone());
         Ok(hit)
     }
 
     /// The value stored under `key`, borrowed from the map for the transaction's life.
     #[inline]
     pub fn get(&self, db: Database, key: &[u8]) -> Result<Option<&[u8]>> {
+        // The hot path reads the record and order in place (no clone): the main database, or
+        // one cached by an earlier call.
+        if db.env_id == self.env.inner.id {
+            if db.idx == 0 {
+                return btree::search::get(&self.snap, &self.snap.meta.main, &self.main_cmp, key);
+            }
+            if let Ok(c) = self.cache.try_borrow() {
+                if let Some(Some((rec, cmp))) = c.get(db.idx as usize) {
+                    return btree::search::get(&self.snap, rec, cmp, key);
+                }
+            }
+        }
         let (rec, cmp) = self.db(db)?;
         btree::search::get(&self.snap, &rec, &cmp, key)
     }
@@ -263,6 +277,9 @@ pub struct RwTxn<'env> {
     pub(crate) npages: u64,
     pub(crate) dirty: PageMap<Box<[u8]>>,
     pub(crate) dbs: Vec<Option<TxnDb>>,
+    /// Key order and flags of the databases used, checked against the registry's generation
+    /// at each use instead of read under its lock (a cache: filled through `&self`).
+    views: RefCell<Vec<Option<DbView>>>,
     pub(crate) catalog: DbRecord,
     pub(crate) free_rec: DbRecord,
     pub(crate) frames: Vec<Frame>,
@@ -323,6 +340,7 @@ impl<'env> RwTxn<'env> {
                 dirty: false,
                 deleted: false,
             })],
+            views: RefCell::new(Vec::new()),
             base,
             dirty: PageMap::default(),
             frames: Vec::new(),
@@ -344,14 +362,44 @@ impl<'env> RwTxn<'env> {
         self.txnid
     }
 
+    /// The key order, flags and order bits of `db` (checks the handle).
+    #[inline]
+    fn view(&self, db: Database) -> Result<(usize, DbView)> {
+        let idx = db.idx as usize;
+        if db.env_id == self.env.inner.id {
+            if let Ok(c) = self.views.try_borrow() {
+                if let Some(Some(v)) = c.get(idx) {
+                    if v.gen == self.env.inner.db_gen() {
+                        return Ok((idx, v.clone()));
+                    }
+                }
+            }
+        }
+        let (idx, v) = self.env.inner.db_view(db)?;
+        // A user-supplied order that reads through this transaction may hold the cache.
+        if let Ok(mut c) = self.views.try_borrow_mut() {
+            if c.len() <= idx {
+                c.resize(idx + 1, None);
+            }
+            c[idx] = Some(v.clone());
+        }
+        Ok((idx, v))
+    }
+
     /// A database's index, record (stamped with this handle's order bits, for the write that
     /// follows) and key order; refuses a database kept in an order this handle lacks.
     pub(crate) fn db_state(&mut self, db: Database) -> Result<(usize, DbRecord, KeyCmp)> {
         self.db_state_for(db, true)
+            .map(|(idx, rec, cmp, _)| (idx, rec, cmp))
     }
 
-    fn db_state_for(&mut self, db: Database, guard: bool) -> Result<(usize, DbRecord, KeyCmp)> {
-        let idx = self.env.inner.check_db(db)?;
+    /// `db_state` (the order check only with `guard`), plus the database's flags.
+    fn db_state_for(
+        &mut self,
+        db: Database,
+        guard: bool,
+    ) -> Result<(usize, DbRecord, KeyCmp, DbFlags)> {
+        let (idx, v) = self.view(db)?;
         if self.dbs.len() <= idx {
             self.dbs.resize(idx + 1, None);
         }
@@ -369,22 +417,21 @@ impl<'env> RwTxn<'env> {
             return Err(Error::BadDbi);
         }
         let mut rec = d.rec;
-        let (cmp, bits) = self.env.inner.db_orders(idx);
-        self.env.inner.stamp_order(idx, &mut rec, bits, guard)?;
-        Ok((idx, rec, cmp))
+        self.env.inner.stamp_order(idx, &mut rec, v.bits, guard)?;
+        Ok((idx, rec, v.cmp, v.flags))
     }
 
     pub(crate) fn db_ro(&self, db: Database) -> Result<(DbRecord, KeyCmp)> {
-        let idx = self.env.inner.check_db(db)?;
+        let (idx, v) = self.view(db)?;
         if let Some(Some(d)) = self.dbs.get(idx) {
             if d.deleted {
                 return Err(Error::BadDbi);
             }
-            return Ok((d.rec, self.env.inner.db_cmp(idx)));
+            return Ok((d.rec, v.cmp));
         }
         let name = self.env.inner.db_name(idx).ok_or(Error::BadDbi)?;
         let rec = catalog_lookup(self, &self.catalog, &name)?.ok_or(Error::BadDbi)?;
-        Ok((rec, self.env.inner.db_cmp(idx)))
+        Ok((rec, v.cmp))
     }
 
     pub(crate) fn set_rec(&mut self, idx: usize, rec: DbRecord) {
@@ -420,22 +467,25 @@ impl<'env> RwTxn<'env> {
         Ok(())
     }
 
-    fn put_inner(
+    /// A put of a value (None: `vlen` zeroed bytes, RESERVE), tried first in leaf `hint`
+    /// (see `put_hinted`); returns the leaf it landed in, when known.
+    fn put_at(
         &mut self,
         db: Database,
         key: &[u8],
         val: Option<&[u8]>,
         vlen: usize,
         flags: PutFlags,
-    ) -> Result<()> {
-        let (idx, mut rec, cmp) = self.db_state(db)?;
+        hint: Option<u64>,
+    ) -> Result<Option<u64>> {
+        let (idx, mut rec, cmp, dbflags) = self.db_state_for(db, true)?;
         if btree::dups::is_dupsort(&rec) {
             let val = val.ok_or_else(|| {
                 Error::Invalid("RESERVE is not allowed in a DUP_SORT database".into())
             })?;
-            return self.put_dup(idx, rec, &cmp, key, val, flags).map(|_| ());
+            return self.put_dup(idx, rec, &cmp, key, val, flags).map(|_| None);
         }
-        self.check_put(self.env.inner.db_flags(idx), key, vlen)?;
+        self.check_put(dbflags, key, vlen)?;
         let mode = if flags.contains(PutFlags::APPEND) {
             btree::insert::Mode::Append
         } else if flags.contains(PutFlags::NO_OVERWRITE) {
@@ -443,12 +493,43 @@ impl<'env> RwTxn<'env> {
         } else {
             btree::insert::Mode::Upsert
         };
-        let r = btree::insert::put(self, &mut rec, &cmp, key, val, vlen, mode);
-        self.set_rec(idx, rec);
-        match r? {
-            btree::insert::Outcome::Exists => Err(Error::KeyExists),
-            _ => Ok(()),
+        let mut landed = None;
+        let mut outcome = None;
+        if let (Some(leaf), Some(v)) = (hint, val) {
+            outcome = btree::insert::put_in_leaf(self, &mut rec, &cmp, leaf, key, v, mode)?;
+            landed = outcome.as_ref().map(|_| leaf);
         }
+        let outcome = match outcome {
+            Some(o) => o,
+            None => {
+                let r = btree::insert::put_landing(self, &mut rec, &cmp, key, val, (vlen, 0), mode);
+                self.set_rec(idx, rec);
+                let (o, l) = r?;
+                landed = l;
+                o
+            }
+        };
+        if outcome == btree::insert::Outcome::Inserted {
+            self.set_rec(idx, rec);
+        }
+        match outcome {
+            btree::insert::Outcome::Exists => Err(Error::KeyExists),
+            _ => Ok(landed),
+        }
+    }
+
+    /// `put` from a cursor: `hint` is the leaf the cursor's previous put landed in (a dirty
+    /// leaf of this database's tree, no page freed since), tried before a descent from the
+    /// root. Returns the leaf this put landed in, when known.
+    pub(crate) fn put_hinted(
+        &mut self,
+        db: Database,
+        key: &[u8],
+        value: &[u8],
+        flags: PutFlags,
+        hint: Option<u64>,
+    ) -> Result<Option<u64>> {
+        self.put_at(db, key, Some(value), value.len(), flags, hint)
     }
 
     /// Stores `value` under `key`. `PutFlags::NO_OVERWRITE` fails with [`Error::KeyExists`] if
@@ -459,7 +540,8 @@ impl<'env> RwTxn<'env> {
     /// exists already is left as it is, or with `NO_DUP_DATA` fails with `KeyExists`);
     /// `APPEND_DUP` requires it to sort after the key's values. See `put_multiple`.
     pub fn put(&mut self, db: Database, key: &[u8], value: &[u8], flags: PutFlags) -> Result<()> {
-        self.put_inner(db, key, Some(value), value.len(), flags)
+        self.put_at(db, key, Some(value), value.len(), flags, None)
+            .map(|_| ())
     }
 
     /// Reserves `len` zeroed bytes under `key` and returns them for the caller to fill.
@@ -470,11 +552,11 @@ impl<'env> RwTxn<'env> {
         len: usize,
         flags: PutFlags,
     ) -> Result<&mut [u8]> {
-        self.put_inner(db, key, None, len, flags)?;
+        self.put_at(db, key, None, len, flags, None)?;
         let (_, rec, cmp) = self.db_state(db)?;
         debug_assert!(
             !btree::dups::is_dupsort(&rec),
-            "put_inner refuses RESERVE there"
+            "put_at refuses RESERVE there"
         );
         let (pgno, i, exact) = btree::search::find_leaf(self, &rec, &cmp, key)?
             .ok_or_else(|| Error::corrupted("reserved key vanished"))?;
@@ -602,7 +684,7 @@ impl<'env> RwTxn<'env> {
     /// Empties a database, keeping it.
     pub fn clear_db(&mut self, db: Database) -> Result<()> {
         // Emptying needs no order: allowed whatever order the database is kept in.
-        let (idx, rec, _) = self.db_state_for(db, false)?;
+        let (idx, rec, _, _) = self.db_state_for(db, false)?;
         crate::db::free_tree(self, &rec)?;
         let empty = DbRecord {
             flags: rec.flags,

@@ -59,6 +59,20 @@ pub fn put_node<W: PageWriter + ?Sized>(
     mode: Mode,
     nflags: u8,
 ) -> Result<Outcome> {
+    put_landing(w, rec, cmp, key, val, (vlen, nflags), mode).map(|(o, _)| o)
+}
+
+/// `put_node` (the value's length and node flags as `vl`), also returning the (dirty) leaf
+/// that holds the key afterwards when no page was split: a hint for [`put_in_leaf`].
+pub fn put_landing<W: PageWriter + ?Sized>(
+    w: &mut W,
+    rec: &mut DbRecord,
+    cmp: &KeyCmp,
+    key: &[u8],
+    val: Option<&[u8]>,
+    (vlen, nflags): (usize, u8),
+    mode: Mode,
+) -> Result<(Outcome, Option<u64>)> {
     let ps = w.page_size();
     let hint = hinted(cmp);
     if rec.root == 0 {
@@ -68,18 +82,17 @@ pub fn put_node<W: PageWriter + ?Sized>(
         rec.root = pg;
         rec.depth = 1;
     }
-    // Descend, making every page on the path writable.
-    let mut path: Vec<(u64, usize)> = Vec::with_capacity(rec.depth as usize);
+    // Descend, making every page on the path writable: `depth - 1` branch pages (`child`
+    // refuses a leaf), then the leaf, each read once. The path lives on the stack.
+    let depth = usize::from(rec.depth);
+    if depth == 0 || depth > MAX_DEPTH {
+        return Err(Error::corrupted(format!("tree of depth {depth}")));
+    }
+    let mut path = [(0u64, 0usize); MAX_DEPTH];
     let mut pg = w.touch(rec.root)?;
     rec.root = pg;
-    loop {
-        if path.len() >= MAX_DEPTH {
-            return Err(Error::corrupted("tree deeper than the depth limit"));
-        }
+    for slot in path.iter_mut().take(depth - 1) {
         let p = tree_page(w, pg)?;
-        if p.is_leaf() {
-            break;
-        }
         let i = if mode == Mode::Append {
             p.nkeys() - 1
         } else {
@@ -92,10 +105,16 @@ pub fn put_node<W: PageWriter + ?Sized>(
                 .value_area_mut(i)?
                 .copy_from_slice(&nc.to_le_bytes());
         }
-        path.push((pg, i));
+        *slot = (pg, i);
         pg = nc;
     }
+    let path = &path[..depth - 1];
     let p = tree_page(w, pg)?;
+    if !p.is_leaf() {
+        return Err(Error::corrupted(format!(
+            "page {pg}: a branch at the leaf level of a tree of depth {depth}"
+        )));
+    }
     let (i, exact) = if mode == Mode::Append {
         let n = p.nkeys();
         if n > 0 && cmp.cmp(p.key(n - 1)?, key) != std::cmp::Ordering::Less {
@@ -107,10 +126,15 @@ pub fn put_node<W: PageWriter + ?Sized>(
     };
     let outcome = if exact {
         if mode == Mode::NoOverwrite {
-            return Ok(Outcome::Exists);
+            return Ok((Outcome::Exists, Some(pg)));
         }
         let old = p.node(i)?;
         let (old_big, old_vlen, old_flags) = (old.is_big(), old.vlen, old.flags);
+        // Where the value area lies in the page (`node` bounds-checked it).
+        let (vat, vstored) = (
+            old.val.as_ptr() as usize - p.bytes().as_ptr() as usize,
+            old.val.len(),
+        );
         let old_ref = if old_big {
             old.val.to_vec()
         } else {
@@ -125,18 +149,19 @@ pub fn put_node<W: PageWriter + ?Sized>(
                 -(format::overflow_pages(ps, old_vlen as usize) as i64),
             );
         }
-        // Same stored size and inline: overwrite in place.
+        // Same stored size and inline: overwrite in place, at the value area the search found
+        // (the dirty image is the same bytes).
         if !old_big && format::value_inline(ps, key.len(), vlen) && old_vlen as usize == vlen {
-            let mut pm = PageMut::new(w.page_mut(pg)?);
+            let b = w.page_mut(pg)?;
             if old_flags != nflags {
-                pm.set_node_vlen(i, nflags, vlen as u32);
+                PageMut::new(&mut *b).set_node_vlen(i, nflags, vlen as u32);
             }
-            let area = pm.value_area_mut(i)?;
+            let area = &mut b[vat..vat + vstored];
             match val {
                 Some(v) => area.copy_from_slice(v),
                 None => area.fill(0),
             }
-            return Ok(Outcome::Replaced);
+            return Ok((Outcome::Replaced, Some(pg)));
         }
         PageMut::new(w.page_mut(pg)?).remove(i);
         Outcome::Replaced
@@ -185,8 +210,67 @@ pub fn put_node<W: PageWriter + ?Sized>(
             vlen: vlen as u32,
         };
         split(w, rec, cmp, path, pg, i, owned, mode == Mode::Append)?;
+        return Ok((outcome, None));
     }
-    Ok(outcome)
+    Ok((outcome, Some(pg)))
+}
+
+/// Puts `key` with an inline value `val` straight into `leaf`, without a descent, when that is
+/// where it belongs and it fits: LMDB's cursor-put shortcut, for runs of puts that land in
+/// the same leaf (sorted loads, putmulti). Returns None, having changed nothing, when the
+/// shortcut does not apply (the caller then takes the ordinary path).
+///
+/// `leaf` must be a dirty leaf of the tree of `rec` (the hint `put_landing` returned, with no
+/// page freed since). A key between the leaf's first and last keys (inclusive) can only live
+/// in that leaf, whatever the separators above say (each branch covers an interval of keys),
+/// so the check needs the leaf alone. Inserting there changes neither the leaf's first key
+/// nor any separator, so the tree above stays as it is.
+pub fn put_in_leaf<W: PageWriter + ?Sized>(
+    w: &mut W,
+    rec: &mut DbRecord,
+    cmp: &KeyCmp,
+    leaf: u64,
+    key: &[u8],
+    val: &[u8],
+    mode: Mode,
+) -> Result<Option<Outcome>> {
+    if mode == Mode::Append || !format::value_inline(w.page_size(), key.len(), val.len()) {
+        return Ok(None);
+    }
+    let p = tree_page(w, leaf)?;
+    let n = p.nkeys();
+    if !p.is_leaf() || n == 0 {
+        return Ok(None);
+    }
+    let (i, exact) = p.lower_bound(key, cmp, 0)?;
+    if !exact {
+        if i == 0 || i == n {
+            // Before the first key or after the last: a neighbour may be the place.
+            return Ok(None);
+        }
+        let node = NodeIn {
+            flags: 0,
+            key,
+            val,
+            vlen: val.len() as u32,
+        };
+        if !PageMut::new(w.page_mut(leaf)?).insert(i, &node)? {
+            return Ok(None);
+        }
+        rec.entries += 1;
+        return Ok(Some(Outcome::Inserted));
+    }
+    if mode == Mode::NoOverwrite {
+        return Ok(Some(Outcome::Exists));
+    }
+    let old = p.node(i)?;
+    // Only a plain inline value of the same size is rewritten here.
+    if old.flags != 0 || old.vlen as usize != val.len() {
+        return Ok(None);
+    }
+    let at = old.val.as_ptr() as usize - p.bytes().as_ptr() as usize;
+    w.page_mut(leaf)?[at..at + val.len()].copy_from_slice(val);
+    Ok(Some(Outcome::Replaced))
 }
 
 /// Splits page `pg` (dirty) while inserting `node` at slot `at`, then carries the new
@@ -199,7 +283,7 @@ fn split<W: PageWriter + ?Sized>(
     w: &mut W,
     rec: &mut DbRecord,
     cmp: &KeyCmp,
-    mut path: Vec<(u64, usize)>,
+    path: &[(u64, usize)],
     mut pg: u64,
     mut at: usize,
     mut node: OwnedNode,
@@ -207,6 +291,7 @@ fn split<W: PageWriter + ?Sized>(
 ) -> Result<()> {
     let ps = w.page_size();
     let hint = hinted(cmp);
+    let mut path = path.iter().rev();
     loop {
         let p = tree_page(w, pg)?;
         let leaf = p.is_leaf();
@@ -240,7 +325,7 @@ fn split<W: PageWriter + ?Sized>(
             val: child_ref,
             vlen: 8,
         };
-        match path.pop() {
+        match path.next().copied() {
             None => {
                 // New root over the two halves.
                 let root = w.alloc(1)?;

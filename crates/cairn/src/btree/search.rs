@@ -2,15 +2,26 @@
 
 use super::{node_value, tree_page, PageSource, MAX_DEPTH};
 use crate::error::{Error, Result};
-use crate::format::{DbRecord, KeyCmp};
+use crate::format::{DbRecord, KeyCmp, Page};
 
 /// The leaf page and slot where `key` is or would be, plus whether it is there.
+#[inline]
 pub fn find_leaf<S: PageSource + ?Sized>(
     src: &S,
     rec: &DbRecord,
     cmp: &KeyCmp,
     key: &[u8],
 ) -> Result<Option<(u64, usize, bool)>> {
+    Ok(find_leaf_page(src, rec, cmp, key)?.map(|(pgno, _, i, exact)| (pgno, i, exact)))
+}
+
+/// As [`find_leaf`], with the leaf's checked view, so that the caller reads no page twice.
+pub fn find_leaf_page<'a, S: PageSource + ?Sized>(
+    src: &'a S,
+    rec: &DbRecord,
+    cmp: &KeyCmp,
+    key: &[u8],
+) -> Result<Option<(u64, Page<'a>, usize, bool)>> {
     if rec.root == 0 {
         return Ok(None);
     }
@@ -25,7 +36,7 @@ pub fn find_leaf<S: PageSource + ?Sized>(
         }
         if p.is_leaf() {
             let (i, exact) = p.lower_bound(key, cmp, 0)?;
-            return Ok(Some((pgno, i, exact)));
+            return Ok(Some((pgno, p, i, exact)));
         }
         let i = p.child_index(key, cmp)?;
         pgno = p.child(i)?;
@@ -44,9 +55,8 @@ pub fn get<'a, S: PageSource + ?Sized>(
     cmp: &KeyCmp,
     key: &[u8],
 ) -> Result<Option<&'a [u8]>> {
-    match find_leaf(src, rec, cmp, key)? {
-        Some((pgno, i, true)) => {
-            let p = tree_page(src, pgno)?;
+    match find_leaf_page(src, rec, cmp, key)? {
+        Some((_, p, i, true)) => {
             let n = p.node(i)?;
             if n.is_dups() {
                 let fixed = super::dups::DupOrder::of(rec.flags).fixed;

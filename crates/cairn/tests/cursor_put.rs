@@ -1,0 +1,188 @@
+//! Puts through a write cursor (`CursorMut::put`), which go straight into the leaf of the
+//! previous put when the key falls within it (LMDB's shortcut), compared with BTreeMap: runs
+//! of sorted and random keys, new keys between existing ones, values that change size or
+//! move to overflow pages, NO_OVERWRITE, deletes and positioning in between, several
+//! cursors and databases in one transaction. The checker runs after every commit.
+
+use cairn::{Database, DbFlags, Env, Error, PutFlags};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Puts through one cursor: (key, value, no_overwrite).
+    Run(usize, Vec<(Vec<u8>, Vec<u8>, bool)>),
+    /// A run of ascending keys (start, count, step, value length).
+    Sorted(usize, u32, u32, u32, usize),
+    /// Puts, then deletes the cursor's pair, then puts again through the same cursor.
+    PutDelPut(usize, Vec<u8>, Vec<u8>, Vec<u8>),
+    /// Positions the cursor first, then puts.
+    SeekPut(usize, Vec<u8>, Vec<u8>),
+    Commit,
+}
+
+fn key() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        6 => (0u32..3000).prop_map(|i| format!("k{i:06}").into_bytes()),
+        2 => proptest::collection::vec(any::<u8>(), 0..20),
+        1 => (0u32..20).prop_map(|i| vec![b'L'; 700 + i as usize]),
+    ]
+}
+
+fn value() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        8 => (0usize..3, any::<u8>()).prop_map(|(i, b)| vec![b; [0, 40, 100][i]]),
+        3 => proptest::collection::vec(any::<u8>(), 0..300),
+        1 => (0usize..2).prop_map(|i| vec![9u8; [3000, 20000][i]]),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0usize..2, proptest::collection::vec((key(), value(), proptest::bool::weighted(0.2)), 0..60))
+            .prop_map(|(d, v)| Op::Run(d, v)),
+        3 => (0usize..2, 0u32..3000, 1u32..400, 1u32..4, 0usize..200)
+            .prop_map(|(d, s, n, st, l)| Op::Sorted(d, s, n, st, l)),
+        1 => (0usize..2, key(), value(), value()).prop_map(|(d, k, a, b)| Op::PutDelPut(d, k, a, b)),
+        1 => (0usize..2, key(), value()).prop_map(|(d, k, v)| Op::SeekPut(d, k, v)),
+        1 => Just(Op::Commit),
+    ]
+}
+
+fn put(
+    c: &mut cairn::CursorMut<'_, '_>,
+    m: &mut Model,
+    k: &[u8],
+    v: &[u8],
+    no_overwrite: bool,
+) -> Result<(), TestCaseError> {
+    let flags = if no_overwrite {
+        PutFlags::NO_OVERWRITE
+    } else {
+        PutFlags::empty()
+    };
+    let r = c.put(k, v, flags);
+    if no_overwrite && m.contains_key(k) {
+        prop_assert!(matches!(r, Err(Error::KeyExists)), "{r:?}");
+    } else {
+        prop_assert!(r.is_ok(), "{r:?}");
+        m.insert(k.to_vec(), v.to_vec());
+    }
+    Ok(())
+}
+
+fn verify(env: &Env, w: &cairn::RwTxn<'_>, dbs: &[Database], ms: &[Model]) {
+    for (db, m) in dbs.iter().zip(ms) {
+        let got: Vec<(Vec<u8>, Vec<u8>)> = w
+            .iter(*db)
+            .unwrap()
+            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+            .collect();
+        let want: Vec<(Vec<u8>, Vec<u8>)> = m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        assert_eq!(got.len(), want.len());
+        assert!(got == want, "contents differ");
+        assert_eq!(w.stat(*db).unwrap().entries, m.len() as u64);
+    }
+    let _ = env;
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #[test]
+    fn cursor_puts_match_a_map(ops in proptest::collection::vec(op(), 1..40)) {
+        let dir = tempfile::tempdir().unwrap();
+        let env = Env::options().max_dbs(4).open(dir.path()).unwrap();
+        let mut w = env.write_txn().unwrap();
+        let dbs = [
+            w.create_db(Some("a"), DbFlags::CREATE).unwrap(),
+            w.create_db(Some("b"), DbFlags::CREATE).unwrap(),
+        ];
+        let mut ms = vec![Model::new(), Model::new()];
+        for op in ops {
+            match op {
+                Op::Run(d, items) => {
+                    let mut c = w.cursor_mut(dbs[d]).unwrap();
+                    for (k, v, no) in &items {
+                        put(&mut c, &mut ms[d], k, v, *no)?;
+                    }
+                }
+                Op::Sorted(d, start, n, step, len) => {
+                    let mut c = w.cursor_mut(dbs[d]).unwrap();
+                    for i in 0..n {
+                        let k = format!("k{:06}", start + i * step).into_bytes();
+                        let v = vec![(i % 251) as u8; len];
+                        put(&mut c, &mut ms[d], &k, &v, false)?;
+                    }
+                }
+                Op::PutDelPut(d, k, a, b) => {
+                    let mut c = w.cursor_mut(dbs[d]).unwrap();
+                    put(&mut c, &mut ms[d], &k, &a, false)?;
+                    c.del_current().unwrap();
+                    ms[d].remove(&k);
+                    // Neighbours of the deleted key, through the same cursor.
+                    let mut k2 = k.clone();
+                    k2.push(0);
+                    put(&mut c, &mut ms[d], &k2, &b, false)?;
+                    put(&mut c, &mut ms[d], &k, &b, false)?;
+                }
+                Op::SeekPut(d, k, v) => {
+                    let mut c = w.cursor_mut(dbs[d]).unwrap();
+                    c.set_range(&k).unwrap();
+                    c.first().unwrap();
+                    put(&mut c, &mut ms[d], &k, &v, false)?;
+                    c.last().unwrap();
+                    put(&mut c, &mut ms[d], &k, &v, true)?;
+                }
+                Op::Commit => {
+                    w.commit().unwrap();
+                    let r = env.read_txn().unwrap();
+                    r.check().unwrap();
+                    drop(r);
+                    w = env.write_txn().unwrap();
+                }
+            }
+            verify(&env, &w, &dbs, &ms);
+        }
+        w.commit().unwrap();
+        env.read_txn().unwrap().check().unwrap();
+    }
+}
+
+/// The Python putmulti's workload: every key of a full database overwritten in key order
+/// through one cursor, then new keys between the existing ones, with a check at the end.
+#[test]
+fn sorted_overwrite_and_interleave() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::options().open(dir.path()).unwrap();
+    let db = env.main_db();
+    let mut m = Model::new();
+    let mut w = env.write_txn().unwrap();
+    for i in (0..20_000u32).step_by(2) {
+        let k = format!("key-{i:012}").into_bytes();
+        w.put(db, &k, &[1u8; 100], PutFlags::empty()).unwrap();
+        m.insert(k, vec![1u8; 100]);
+    }
+    w.commit().unwrap();
+    let mut w = env.write_txn().unwrap();
+    {
+        let mut c = w.cursor_mut(db).unwrap();
+        for i in 0..20_000u32 {
+            let k = format!("key-{i:012}").into_bytes();
+            let v = vec![(i % 7) as u8; 100];
+            c.put(&k, &v, PutFlags::empty()).unwrap();
+            m.insert(k, v);
+        }
+    }
+    w.commit().unwrap();
+    let r = env.read_txn().unwrap();
+    r.check().unwrap();
+    let got: Vec<(Vec<u8>, Vec<u8>)> = r
+        .iter(db)
+        .unwrap()
+        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+        .collect();
+    assert_eq!(got.len(), m.len());
+    assert!(got.into_iter().eq(m));
+}
