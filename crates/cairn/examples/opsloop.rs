@@ -6,7 +6,8 @@
 //!     valgrind --tool=callgrind --toggle-collect='opsloop::work*' \
 //!         target/release/examples/opsloop get 200000
 //!
-//! Workloads: get (read txn), rwget (write txn), put (random overwrites), scan (iterate all),
+//! Workloads: get (read txn), rwget (write txn), put (random overwrites), scan (`iter`), next
+//! (`Cursor::next`, as the Python iteration uses),
 //! cput-sorted / cput-random (CursorMut::put of every key, sorted or shuffled, in one txn),
 //! get1 / put1 (one key of a one-key database, N times).
 use cairn::{Database, DbFlags, Env, PutFlags};
@@ -68,6 +69,17 @@ fn work_scan(env: &Env, db: Database) -> cairn::Result<usize> {
 }
 
 #[inline(never)]
+fn work_next(env: &Env, db: Database) -> cairn::Result<usize> {
+    let r = env.read_txn()?;
+    let mut c = r.cursor(db)?;
+    let mut n = 0;
+    while let Some((_, v)) = c.next()? {
+        n += v.len();
+    }
+    Ok(n)
+}
+
+#[inline(never)]
 fn work_cput(env: &Env, db: Database, ks: &[Vec<u8>]) -> cairn::Result<usize> {
     let mut w = env.write_txn()?;
     {
@@ -104,6 +116,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "rwget" => work_rwget(&env, db, &ks)?,
         "put" => work_put(&env, db, &ks)?,
         "scan" => work_scan(&env, db)?,
+        "next" => work_next(&env, db)?,
         "cput-sorted" => {
             let mut sorted = ks.clone();
             sorted.sort();

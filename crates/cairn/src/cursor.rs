@@ -20,6 +20,9 @@ pub struct Cursor<'t> {
     pub(crate) vcmp: KeyCmp,
     pub(crate) pos: DupPos,
     pub(crate) buf: Vec<u8>,
+    /// The main-tree leaf the last step landed in (databases without sorted duplicates), so
+    /// that a step inside it reads no page again; used only while the position is in it.
+    walk: Option<(u64, Page<'t>)>,
 }
 
 #[allow(
@@ -35,6 +38,7 @@ impl<'t> Cursor<'t> {
             rec,
             cmp,
             buf: Vec::new(),
+            walk: None,
         }
     }
 
@@ -78,8 +82,11 @@ impl<'t> Cursor<'t> {
         if !self.pos.is_set() {
             return self.first();
         }
+        if let Some(e) = self.walk_step(true)? {
+            return Ok(Some(e));
+        }
         if self.pos.next(self.src)? {
-            self.here()
+            self.landed()
         } else {
             Ok(None)
         }
@@ -89,11 +96,42 @@ impl<'t> Cursor<'t> {
         if !self.pos.is_set() {
             return self.last();
         }
+        if let Some(e) = self.walk_step(false)? {
+            return Ok(Some(e));
+        }
         if self.pos.prev(self.src)? {
-            self.here()
+            self.landed()
         } else {
             Ok(None)
         }
+    }
+
+    /// A step inside the leaf of the previous step, if the position is still there and the
+    /// step stays in it (no sorted duplicates): no page read, no descent.
+    #[inline]
+    fn walk_step(&mut self, fwd: bool) -> Result<Entry<'t>> {
+        let (Some((pg, p)), Some((at, i))) = (self.walk, self.pos.main_slot()) else {
+            return Ok(None);
+        };
+        if pg != at || i >= p.nkeys() {
+            return Ok(None);
+        }
+        let j = if fwd { i + 1 } else { i.wrapping_sub(1) };
+        if j >= p.nkeys() {
+            return Ok(None);
+        }
+        self.pos.set_main_slot(j);
+        let n = p.node(j)?;
+        Ok(Some((n.key, crate::btree::node_value(self.src, &n)?)))
+    }
+
+    /// The pair under the cursor after a step that left the leaf, remembering the new leaf.
+    fn landed(&mut self) -> Result<Entry<'t>> {
+        self.walk = match self.pos.main_slot() {
+            Some((pg, _)) => Some((pg, crate::btree::tree_page(self.src, pg)?)),
+            None => None,
+        };
+        self.here()
     }
     /// MDB_SET / MDB_SET_KEY: positions at exactly `key` (its first value).
     pub fn set(&mut self, key: &[u8]) -> Result<Entry<'t>> {

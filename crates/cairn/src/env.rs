@@ -928,10 +928,7 @@ pub(crate) fn list_pages(storage: &dyn Storage, m: &Meta) -> Result<Vec<u64>> {
 
 /// Loads the free tree of a commit.
 fn load_free(storage: &dyn Storage, meta: &Meta, free: &mut FreeState) -> Result<()> {
-    let snap = Snapshot {
-        storage,
-        meta: meta.clone(),
-    };
+    let snap = Snapshot::new(storage, meta.clone());
     let mut pos = Position::new();
     let mut more = pos.first(&snap, &meta.free)?;
     let mut n = 0u64;

@@ -163,6 +163,20 @@ pub(crate) fn read_pages(
         .and_then(|l| usize::try_from(l).ok())
         .ok_or_else(|| Error::corrupted(format!("run of {span} pages out of range")))?;
     let b = storage.bytes(off, len)?;
+    checked_pages(storage, b, off, pgno, span, max_txnid)
+}
+
+/// `read_pages` for bytes `b` already taken from `storage` at `off` (a transaction that mapped
+/// its whole snapshot once): the same checks of the image.
+#[inline]
+pub(crate) fn checked_pages<'a>(
+    storage: &dyn Storage,
+    b: &'a [u8],
+    off: u64,
+    pgno: u64,
+    span: u64,
+    max_txnid: u64,
+) -> Result<&'a [u8]> {
     let id = format::page_id(b)?;
     let own = if id.kind == format::KIND_OVERFLOW {
         id.span

@@ -42,6 +42,24 @@ pub(crate) type PageMap<V> = HashMap<u64, V, BuildHasherDefault<PgnoHasher>>;
 pub(crate) struct Snapshot<'a> {
     pub storage: &'a dyn Storage,
     pub meta: Meta,
+    /// Bytes `[0, npages * page_size)` of the storage, taken once (None if the storage was
+    /// shorter then: every read then checks the length itself, and fails).
+    pub view: Option<&'a [u8]>,
+}
+
+impl<'a> Snapshot<'a> {
+    pub(crate) fn new(storage: &'a dyn Storage, meta: Meta) -> Snapshot<'a> {
+        let len = meta
+            .npages
+            .checked_mul(u64::from(meta.page_size))
+            .and_then(|l| usize::try_from(l).ok());
+        let view = len.and_then(|l| storage.bytes(0, l).ok());
+        Snapshot {
+            storage,
+            meta,
+            view,
+        }
+    }
 }
 
 impl PageSource for Snapshot<'_> {
@@ -57,6 +75,19 @@ impl PageSource for Snapshot<'_> {
             )));
         }
         let ps = self.meta.page_size as usize;
+        if let Some(v) = self.view {
+            // pgno < npages: within the view.
+            let off = pgno as usize * ps;
+            let b = &v[off..off + ps];
+            return crate::storage::checked_pages(
+                self.storage,
+                b,
+                off as u64,
+                pgno,
+                1,
+                self.meta.txnid,
+            );
+        }
         crate::storage::read_pages(self.storage, ps, pgno, 1, self.meta.txnid)
     }
     fn pages(&self, pgno: u64, span: u64) -> Result<&[u8]> {
@@ -104,10 +135,7 @@ impl<'env> RoTxn<'env> {
             .begin_read(&|t| crate::env::meta_from_file(storage, t))?;
         Ok(RoTxn {
             env,
-            snap: Snapshot {
-                storage: &*env.inner.storage,
-                meta,
-            },
+            snap: Snapshot::new(&*env.inner.storage, meta),
             slot,
             main_cmp: env.inner.db_cmp(0),
             cache: RefCell::new(Vec::new()),

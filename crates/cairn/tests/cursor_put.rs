@@ -186,3 +186,67 @@ fn sorted_overwrite_and_interleave() {
     assert_eq!(got.len(), m.len());
     assert!(got.into_iter().eq(m));
 }
+
+/// A read cursor's steps (which walk the current leaf without reading it again) mixed with
+/// every positioning operation, against a sorted model, over a tree of many leaves.
+#[test]
+fn read_cursor_walk_matches_a_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::options().open(dir.path()).unwrap();
+    let db = env.main_db();
+    let mut w = env.write_txn().unwrap();
+    let keys: Vec<Vec<u8>> = (0..5000u32)
+        .map(|i| format!("k{:06}", i * 3).into_bytes())
+        .collect();
+    for k in &keys {
+        w.put(db, k, k, PutFlags::empty()).unwrap();
+    }
+    w.commit().unwrap();
+    let r = env.read_txn().unwrap();
+    let mut c = r.cursor(db).unwrap();
+    // The model's position: an index into `keys`, None when unpositioned.
+    let mut at: Option<usize> = None;
+    let mut x = 88172645463325252u64;
+    for _ in 0..40_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let probe = format!("k{:06}", (x >> 8) % 15_010).into_bytes();
+        let got = match x % 16 {
+            0 => {
+                at = Some(0);
+                c.first().unwrap()
+            }
+            1 => {
+                at = Some(keys.len() - 1);
+                c.last().unwrap()
+            }
+            2 => {
+                at = keys.binary_search(&probe).ok();
+                c.set(&probe).unwrap()
+            }
+            3 => {
+                let i = keys.partition_point(|k| *k < probe);
+                at = (i < keys.len()).then_some(i);
+                c.set_range(&probe).unwrap()
+            }
+            4 => c.current().unwrap(),
+            5..=10 => {
+                at = match at {
+                    None => Some(0),
+                    Some(i) => (i + 1 < keys.len()).then_some(i + 1),
+                };
+                c.next().unwrap()
+            }
+            _ => {
+                at = match at {
+                    None => Some(keys.len() - 1),
+                    Some(i) => i.checked_sub(1),
+                };
+                c.prev().unwrap()
+            }
+        };
+        let want = at.map(|i| (&keys[i][..], &keys[i][..]));
+        assert_eq!(got, want);
+    }
+}

@@ -256,6 +256,16 @@ impl DupPos {
         Ok(Some((tree_page(src, pg)?, i)))
     }
 
+    /// The main-tree leaf page number and slot under the cursor, in a database without sorted
+    /// duplicates (no page read).
+    #[inline]
+    pub fn main_slot(&self) -> Option<(u64, usize)> {
+        if self.dups {
+            return None;
+        }
+        self.main.leaf()
+    }
+
     /// Moves to slot `i` of the current main-tree leaf (a slot the caller read from it).
     pub fn set_main_slot(&mut self, i: usize) {
         if !self.dups {
