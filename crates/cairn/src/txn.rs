@@ -537,9 +537,7 @@ impl<'env> RwTxn<'env> {
                 o
             }
         };
-        if outcome == btree::insert::Outcome::Inserted {
-            self.set_rec(idx, rec);
-        }
+        self.set_rec(idx, rec);
         match outcome {
             btree::insert::Outcome::Exists => Err(Error::KeyExists),
             _ => Ok(landed),
