@@ -83,15 +83,23 @@ pub fn put_landing<W: PageWriter + ?Sized>(
         rec.depth = 1;
     }
     // Descend, making every page on the path writable: `depth - 1` branch pages (`child`
-    // refuses a leaf), then the leaf, each read once. The path lives on the stack.
+    // refuses a leaf), then the leaf, each read once. The path lives on the stack (a small
+    // array: zeroing MAX_DEPTH entries cost a memset a put), on the heap past 8 levels.
     let depth = usize::from(rec.depth);
     if depth == 0 || depth > MAX_DEPTH {
         return Err(Error::corrupted(format!("tree of depth {depth}")));
     }
-    let mut path = [(0u64, 0usize); MAX_DEPTH];
+    let mut small = [(0u64, 0usize); 8];
+    let mut big = Vec::new();
+    let path: &mut [(u64, usize)] = if depth - 1 <= small.len() {
+        &mut small[..depth - 1]
+    } else {
+        big.resize(depth - 1, (0, 0));
+        &mut big
+    };
     let mut pg = w.touch(rec.root)?;
     rec.root = pg;
-    for slot in path.iter_mut().take(depth - 1) {
+    for slot in path.iter_mut() {
         let p = tree_page(w, pg)?;
         let i = if mode == Mode::Append {
             p.nkeys() - 1
@@ -108,7 +116,7 @@ pub fn put_landing<W: PageWriter + ?Sized>(
         *slot = (pg, i);
         pg = nc;
     }
-    let path = &path[..depth - 1];
+    let path = &*path;
     let p = tree_page(w, pg)?;
     if !p.is_leaf() {
         return Err(Error::corrupted(format!(
