@@ -192,6 +192,7 @@ pub struct PageId {
 }
 
 /// Reads a page's identity fields; `b` holds at least the fixed header.
+#[inline]
 pub fn page_id(b: &[u8]) -> Result<PageId> {
     if b.len() < PAGE_FIELDS {
         return Err(Error::corrupted("page shorter than its header"));
@@ -842,8 +843,10 @@ impl<'a> Page<'a> {
         Ok((off + NODE_HDR + n.key.len(), n.val.len()))
     }
 
-    /// Where node `i` (< nkeys) starts; its header lies in the node area of the page.
-    #[inline]
+    /// Where node `i` (< nkeys) starts; its header lies in the node area of the page. Always
+    /// inlined: every search step and cursor step calls it, and as a call it cost as much as
+    /// its checks.
+    #[inline(always)]
     fn node_offset(&self, i: usize) -> Result<usize> {
         if i >= self.nkeys {
             return Err(self.bad("slot past the node count"));
@@ -855,8 +858,8 @@ impl<'a> Page<'a> {
         Ok(off)
     }
 
-    /// Key of node `i`.
-    #[inline]
+    /// Key of node `i` (always inlined, as `node_offset`: the binary search's inner step).
+    #[inline(always)]
     pub fn key(&self, i: usize) -> Result<&'a [u8]> {
         // The hot path of every search: only the bounds a slice needs. The node's flags and
         // value are checked by `node` when its value is read.
