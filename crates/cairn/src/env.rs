@@ -181,7 +181,7 @@ impl EnvOptions {
             Some(m) => m.min(self.reserve).max(1 << 20),
             None => self.reserve,
         };
-        let storage = FileStorage::new(file, data.display().to_string(), reserve, !self.read_only)?;
+        let storage = FileStorage::new(file, data.display().to_string(), reserve)?;
         let mut env = Env::build(Arc::new(storage), self, setup).map_err(|e| match e {
             Error::NotCairn { .. } => Error::NotCairn {
                 path: data.display().to_string(),

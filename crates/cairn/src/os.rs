@@ -211,19 +211,17 @@ pub fn datasync(file: &File) -> std::io::Result<()> {
 }
 
 /// Allocates disk blocks for `[off, off + len)` so later writes there need no block
-/// allocation at flush time; falls back to extending the length where unsupported. Returns
-/// whether the blocks are really allocated (false after the fallback).
-pub fn preallocate(file: &File, off: u64, len: u64) -> std::io::Result<bool> {
+/// allocation at flush time; falls back to extending the length where unsupported.
+pub fn preallocate(file: &File, off: u64, len: u64) -> std::io::Result<()> {
     // SAFETY: docs/safety.md §4: fallocate on our own descriptor with plain integers.
     let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, off as libc::off_t, len as libc::off_t) };
     if r == 0 {
-        return Ok(true);
+        return Ok(());
     }
     let e = std::io::Error::last_os_error();
     if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
         let end = file.metadata()?.len().max(off + len);
-        file.set_len(end)?;
-        return Ok(false);
+        return file.set_len(end);
     }
     Err(e)
 }

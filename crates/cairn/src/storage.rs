@@ -218,9 +218,6 @@ mod private {
 pub struct FileStorage {
     file: File,
     map: Map,
-    /// Bytes from the start known to have their blocks allocated (fallocate) and to lie below
-    /// the file's length: growth reserves blocks ahead, so a full disk is found at growth.
-    allocated: AtomicU64,
     len: AtomicU64,
     name: String,
     boot: [u8; BOOT_ID],
@@ -229,25 +226,16 @@ pub struct FileStorage {
 
 impl FileStorage {
     /// Wraps an open data file, reserving `reserve` bytes of address space for its map.
-    /// `writable`: the file was opened for writing (this handle may commit).
-    pub fn new(file: File, name: String, reserve: u64, writable: bool) -> Result<FileStorage> {
+    pub fn new(file: File, name: String, reserve: u64) -> Result<FileStorage> {
         let len = file
             .metadata()
             .map_err(|e| Error::io(format!("reading the size of {name}"), e))?
             .len();
         let reserve = reserve.max(len);
         let map = Map::file(&file, reserve as usize)?;
-        // Blocks of an existing file may be sparse (a copy, another tool): allocate them once,
-        // which is quick when they already are.
-        let allocated = if writable && len > 0 && os::preallocate(&file, 0, len).unwrap_or(false) {
-            len
-        } else {
-            0
-        };
         Ok(FileStorage {
             file,
             map,
-            allocated: AtomicU64::new(allocated),
             len: AtomicU64::new(len),
             name,
             boot: system_boot_id(),
@@ -295,7 +283,6 @@ impl Storage for FileStorage {
         };
         let len = meta.len();
         self.len.store(len, Ordering::Release);
-        self.allocated.fetch_min(len, Ordering::AcqRel);
         len
     }
 
@@ -310,17 +297,15 @@ impl Storage for FileStorage {
                 self.map.len()
             )));
         }
-        let whole = os::preallocate(&self.file, cur, new_len - cur)
+        // Blocks are reserved ahead, so a full disk shows at growth, before any commit needs
+        // them; where fallocate is unsupported the file is extended instead.
+        os::preallocate(&self.file, cur, new_len - cur)
             .map_err(|e| Error::io(format!("growing {} to {new_len} bytes", self.name), e))?;
         self.len.store(new_len, Ordering::Release);
-        if whole && self.allocated.load(Ordering::Acquire) == cur {
-            self.allocated.store(new_len, Ordering::Release);
-        }
         Ok(())
     }
 
     fn truncate(&self, new_len: u64) -> Result<()> {
-        self.allocated.fetch_min(new_len, Ordering::AcqRel);
         self.file
             .set_len(new_len)
             .map_err(|e| Error::io(format!("shrinking {} to {new_len} bytes", self.name), e))?;
@@ -333,15 +318,9 @@ impl Storage for FileStorage {
         self.verified.forget(off, total as u64);
         os::pwritev_all(&self.file, off, bufs)
             .map_err(|e| Error::io(format!("writing to {} at offset {off}", self.name), e))?;
-        // A write past the end extends the file (the first page of a new file). Its bytes got
-        // blocks: when the file was allocated up to its old end, it still is.
-        let end = off.saturating_add(total as u64);
-        let old = self.len.fetch_max(end, Ordering::AcqRel);
-        if end > old && off <= old {
-            let _ = self
-                .allocated
-                .compare_exchange(old, end, Ordering::AcqRel, Ordering::Acquire);
-        }
+        // A write past the end extends the file (the first page of a new file).
+        self.len
+            .fetch_max(off.saturating_add(total as u64), Ordering::AcqRel);
         self.verified.wrote(off, bufs);
         Ok(())
     }
