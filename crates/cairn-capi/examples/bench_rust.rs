@@ -13,7 +13,7 @@ fn now() -> f64 {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: clock_gettime writes the timespec it is given.
+    // SAFETY: docs/safety.md §7: clock_gettime writes the timespec it is given.
     unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
     t.tv_sec as f64 * 1e9 + t.tv_nsec as f64
 }

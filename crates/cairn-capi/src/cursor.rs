@@ -60,7 +60,7 @@ pub(crate) unsafe fn park(c: *mut MDB_cursor) {
 
 /// Forgets the position (the snapshot is going away).
 pub(crate) unsafe fn unposition(c: *mut MDB_cursor) {
-    // SAFETY: a live registered cursor.
+    // SAFETY: docs/safety.md §7: a live registered cursor.
     let c = unsafe { &mut *c };
     c.cur = None;
     c.saved = None;
@@ -73,12 +73,13 @@ pub(crate) unsafe fn unposition(c: *mut MDB_cursor) {
 /// LMDB 0.9), a read transaction's are left detached for mdb_cursor_renew/close.
 pub(crate) unsafe fn detach(c: *mut MDB_cursor, free: bool) {
     if free {
-        // SAFETY: created by Box::into_raw in mdb_cursor_open; the transaction owned it.
+        // SAFETY: docs/safety.md §7: created by Box::into_raw in mdb_cursor_open; the transaction
+        // owned it.
         drop(unsafe { Box::from_raw(c) });
     } else {
-        // SAFETY: a live cursor.
+        // SAFETY: docs/safety.md §7: a live cursor.
         unsafe { unposition(c) };
-        // SAFETY: as above.
+        // SAFETY: docs/safety.md §7: as above.
         unsafe { (*c).txn = std::ptr::null_mut() };
     }
 }
@@ -105,7 +106,8 @@ impl MDB_cursor {
             let t = self.txn()?;
             let view = t.view()?;
             let c = view.cursor(self.db).map_err(|e| crate::code(&e))?;
-            // SAFETY: the cursor borrows the transaction's pages, which live until the
+            // SAFETY: docs/safety.md §7: the cursor borrows the transaction's pages, which live
+            // until the
             // transaction ends or writes; both drop this cursor first (park/detach).
             let mut c: Cursor<'static> = unsafe { std::mem::transmute(c) };
             self.off = false;
@@ -184,7 +186,7 @@ pub unsafe extern "C" fn mdb_cursor_open(
             miss: false,
         }));
         t.cursors.push(c);
-        // SAFETY: checked non-NULL out-parameter.
+        // SAFETY: docs/safety.md §7: checked non-NULL out-parameter.
         unsafe { *cursor = c };
         0
     })
@@ -197,13 +199,14 @@ pub unsafe extern "C" fn mdb_cursor_close(cursor: *mut MDB_cursor) {
         if cursor.is_null() {
             return;
         }
-        // SAFETY: a live cursor.
+        // SAFETY: docs/safety.md §7: a live cursor.
         let c = unsafe { &mut *cursor };
         c.cur = None;
         if let Ok(t) = c.txn() {
             t.unregister(cursor);
         }
-        // SAFETY: created by Box::into_raw in mdb_cursor_open; the caller gives it up.
+        // SAFETY: docs/safety.md §7: created by Box::into_raw in mdb_cursor_open; the caller gives
+        // it up.
         drop(unsafe { Box::from_raw(cursor) });
     })
 }
@@ -238,7 +241,7 @@ pub unsafe extern "C" fn mdb_cursor_txn(cursor: *mut MDB_cursor) -> *mut MDB_txn
     if cursor.is_null() {
         return std::ptr::null_mut();
     }
-    // SAFETY: a live cursor.
+    // SAFETY: docs/safety.md §7: a live cursor.
     unsafe { (*cursor).txn }
 }
 
@@ -248,7 +251,7 @@ pub unsafe extern "C" fn mdb_cursor_dbi(cursor: *mut MDB_cursor) -> MDB_dbi {
     if cursor.is_null() {
         return 0;
     }
-    // SAFETY: a live cursor.
+    // SAFETY: docs/safety.md §7: a live cursor.
     unsafe { (*cursor).dbi }
 }
 
@@ -295,7 +298,7 @@ pub unsafe extern "C" fn mdb_cursor_get(
                     deliver(cur, op::SET_KEY, r, key, data)
                 }
                 op::SET_RANGE if !key.is_null() => {
-                    // SAFETY: as above.
+                    // SAFETY: docs/safety.md §7: as above.
                     let r = cur.set_range(unsafe { slice(&*key) });
                     deliver(cur, op::SET_RANGE, r, key, data)
                 }
@@ -328,7 +331,7 @@ fn get_slow(c: &mut MDB_cursor, key: *mut MDB_val, data: *mut MDB_val, cop: c_ui
     } else {
         &[][..]
     };
-    // SAFETY: as above.
+    // SAFETY: docs/safety.md §7: as above.
     let din = if needs_data {
         unsafe { slice(&*data) }
     } else {
@@ -374,7 +377,7 @@ fn get_slow(c: &mut MDB_cursor, key: *mut MDB_val, data: *mut MDB_val, cop: c_ui
     };
     let cur: *mut Cursor<'static> = tri!(c.ensure());
     let was_off = std::mem::take(&mut c.off);
-    // SAFETY: `c.cur`, which `ensure` just set; only `c.off` was touched since.
+    // SAFETY: docs/safety.md §7: `c.cur`, which `ensure` just set; only `c.off` was touched since.
     let cur: &mut Cursor<'static> = unsafe { &mut *cur };
     let res: cairn::Result<Pair<'static>> = match cop {
         op::FIRST => cur.first(),
@@ -515,7 +518,7 @@ pub unsafe extern "C" fn mdb_cursor_put(
         };
         let pflags = PutFlags::from_bits_retain(flags & 0x6_0030);
         let r: cairn::Result<Vec<u8>> = if let Some((_, old)) = &here {
-            // SAFETY: checked non-NULL.
+            // SAFETY: docs/safety.md §7: checked non-NULL.
             let v = unsafe { slice(&*data) };
             let r = if dupsort && v != &old[..] {
                 w.delete_pair(db, &k, old)
@@ -525,7 +528,7 @@ pub unsafe extern "C" fn mdb_cursor_put(
             };
             r.map(|_| v.to_vec())
         } else if flags & MDB_MULTIPLE != 0 {
-            // SAFETY: MDB_MULTIPLE passes an array of two MDB_vals (lmdb.h).
+            // SAFETY: docs/safety.md §7: MDB_MULTIPLE passes an array of two MDB_vals (lmdb.h).
             let (d0, d1) = unsafe { (&*data, &mut *data.add(1)) };
             let size = d0.mv_size;
             let count = d1.mv_size;
@@ -535,7 +538,8 @@ pub unsafe extern "C" fn mdb_cursor_put(
             let vals = if total == 0 || d0.mv_data.is_null() {
                 &[][..]
             } else {
-                // SAFETY: `count` items of `size` bytes at `mv_data` (lmdb.h contract).
+                // SAFETY: docs/safety.md §7: `count` items of `size` bytes at `mv_data` (lmdb.h
+                // contract).
                 unsafe { std::slice::from_raw_parts(d0.mv_data as *const u8, total) }
             };
             let r = w.put_multiple(db, &k, vals, size, pflags);
@@ -551,7 +555,7 @@ pub unsafe extern "C" fn mdb_cursor_put(
             if dupsort {
                 return libc::EINVAL;
             }
-            // SAFETY: checked non-NULL.
+            // SAFETY: docs/safety.md §7: checked non-NULL.
             let len = unsafe { (*data).mv_size };
             match w.put_reserve(db, &k, len, pflags) {
                 Ok(buf) => {
@@ -561,7 +565,7 @@ pub unsafe extern "C" fn mdb_cursor_put(
                 Err(e) => Err(e),
             }
         } else {
-            // SAFETY: checked non-NULL.
+            // SAFETY: docs/safety.md §7: checked non-NULL.
             let v = unsafe { slice(&*data) };
             w.put(db, &k, v, pflags).map(|_| v.to_vec())
         };
@@ -629,7 +633,7 @@ pub unsafe extern "C" fn mdb_cursor_count(
             return libc::EINVAL;
         }
         let n = cur.count();
-        // SAFETY: checked non-NULL out-parameter.
+        // SAFETY: docs/safety.md §7: checked non-NULL out-parameter.
         unsafe { *count = n as usize };
         0
     })

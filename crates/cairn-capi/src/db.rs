@@ -76,7 +76,7 @@ pub unsafe extern "C" fn mdb_dbi_open(
             cmp: None,
             dcmp: None,
         });
-        // SAFETY: checked non-NULL out-parameter.
+        // SAFETY: docs/safety.md §7: checked non-NULL out-parameter.
         unsafe { *dbi = db.index() };
         0
     })
@@ -92,7 +92,7 @@ pub unsafe extern "C" fn mdb_stat(txn: *mut MDB_txn, dbi: MDB_dbi, stat: *mut MD
         }
         let d = tri!(t.dbi(dbi));
         let s = trc!(tri!(t.view()).stat(d.db));
-        // SAFETY: checked non-NULL out-parameter.
+        // SAFETY: docs/safety.md §7: checked non-NULL out-parameter.
         unsafe { *stat = crate::env::to_stat(s) };
         0
     })
@@ -117,7 +117,7 @@ pub unsafe extern "C" fn mdb_dbi_flags(
             return libc::EINVAL;
         }
         let (_, f) = tri!(dbi_flags(t, dbi));
-        // SAFETY: checked non-NULL out-parameter.
+        // SAFETY: docs/safety.md §7: checked non-NULL out-parameter.
         unsafe { *flags = f.persistent().bits() };
         0
     })
@@ -130,7 +130,7 @@ pub unsafe extern "C" fn mdb_dbi_close(env: *mut crate::MDB_env, dbi: MDB_dbi) {
         if env.is_null() || dbi == 0 {
             return;
         }
-        // SAFETY: a live handle.
+        // SAFETY: docs/safety.md §7: a live handle.
         unsafe { &*env }.forget_dbi(dbi);
     })
 }
@@ -220,12 +220,12 @@ pub unsafe extern "C" fn mdb_put(
         let k = unsafe { slice(&*key) };
         let pf = PutFlags::from_bits_retain(flags & PUT_FLAGS);
         let r = if flags & MDB_RESERVE != 0 {
-            // SAFETY: checked non-NULL.
+            // SAFETY: docs/safety.md §7: checked non-NULL.
             let len = unsafe { (*data).mv_size };
             w.put_reserve(d.db, k, len, pf)
                 .map(|buf| set_val(data, buf))
         } else {
-            // SAFETY: checked non-NULL.
+            // SAFETY: docs/safety.md §7: checked non-NULL.
             w.put(d.db, k, unsafe { slice(&*data) }, pf)
         };
         match r {
@@ -261,7 +261,7 @@ pub unsafe extern "C" fn mdb_del(
         // SAFETY: checked non-NULL; the caller's key (docs/safety.md §7).
         let k = unsafe { slice(&*key) };
         let r = if dupsort && !data.is_null() {
-            // SAFETY: checked non-NULL.
+            // SAFETY: docs/safety.md §7: checked non-NULL.
             w.delete_pair(d.db, k, unsafe { slice(&*data) })
         } else {
             w.delete(d.db, k)
@@ -401,12 +401,12 @@ fn compare(
         if txn.is_null() || a.is_null() || b.is_null() {
             return 0;
         }
-        // SAFETY: a live handle.
+        // SAFETY: docs/safety.md §7: a live handle.
         let t = unsafe { &*txn };
         let Ok(d) = t.menv().dbi(dbi) else {
             return 0;
         };
-        // SAFETY: checked non-NULL; the caller's values.
+        // SAFETY: docs/safety.md §7: checked non-NULL; the caller's values.
         let (x, y) = unsafe { (slice(&*a), slice(&*b)) };
         let custom = if dup { d.dcmp } else { d.cmp };
         if let Some(f) = custom {

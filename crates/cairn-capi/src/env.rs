@@ -116,7 +116,8 @@ impl MDB_env {
     /// # Safety
     /// `env` is a live handle; the caller does not use it afterwards.
     pub(crate) unsafe fn txn_freed(env: *mut MDB_env) {
-        // SAFETY: live until the state reaches CLOSED alone, which only this call can see.
+        // SAFETY: docs/safety.md §7: live until the state reaches CLOSED alone, which only this
+        // call can see.
         let prev = unsafe { &*env }.state.fetch_sub(ONE_TXN, Ordering::SeqCst);
         if prev == ONE_TXN | CLOSED {
             // SAFETY: created by Box::into_raw in mdb_env_create; closed, and no transaction
@@ -131,14 +132,14 @@ impl MDB_env {
     /// # Safety
     /// `env` is a live, closed handle; the caller does not use it afterwards.
     pub(crate) unsafe fn reclaim_spare(env: *mut MDB_env) {
-        // SAFETY: live: the spare handle, while there is one, keeps it so.
+        // SAFETY: docs/safety.md §7: live: the spare handle, while there is one, keeps it so.
         let t = unsafe { &*env }
             .spare
             .swap(std::ptr::null_mut(), Ordering::SeqCst);
         if !t.is_null() {
-            // SAFETY: the slot owned it; nothing else refers to it.
+            // SAFETY: docs/safety.md §7: the slot owned it; nothing else refers to it.
             unsafe { crate::txn::free_spare(t) };
-            // SAFETY: as documented; the handle just freed was counted.
+            // SAFETY: docs/safety.md §7: as documented; the handle just freed was counted.
             unsafe { MDB_env::txn_freed(env) };
         }
     }
@@ -150,7 +151,7 @@ pub(crate) const ONE_TXN: usize = 2;
 
 impl Drop for MDB_env {
     fn drop(&mut self) {
-        // SAFETY: the slot owns its handle; no transaction is left (maybe_free).
+        // SAFETY: docs/safety.md §7: the slot owns its handle; no transaction is left (maybe_free).
         unsafe { crate::txn::free_spare(*self.spare.get_mut()) };
         if self.fd >= 0 {
             // SAFETY: our own descriptor, opened in mdb_env_open (docs/safety.md §7).
@@ -354,13 +355,14 @@ pub unsafe extern "C" fn mdb_env_close(env: *mut MDB_env) {
             return; // closed twice: the first close decided
         }
         if prev == 0 {
-            // SAFETY: created by Box::into_raw in mdb_env_create; no transaction handle, not
+            // SAFETY: docs/safety.md §7: created by Box::into_raw in mdb_env_create; no
+            // transaction handle, not
             // even a spare one, refers to it.
             drop(unsafe { Box::from_raw(env) });
             return;
         }
         // Transactions (or the spare handle) are left: the last of them frees the handle.
-        // SAFETY: live (counted handles are left) and closed.
+        // SAFETY: docs/safety.md §7: live (counted handles are left) and closed.
         unsafe { MDB_env::reclaim_spare(env) };
     })
 }
@@ -631,7 +633,7 @@ pub unsafe extern "C" fn mdb_env_set_assert(
 /// open), as LMDB's mdb_env_copy.
 #[no_mangle]
 pub unsafe extern "C" fn mdb_env_copy(env: *mut MDB_env, path: *const c_char) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: docs/safety.md §7: forwarded contract.
     unsafe { mdb_env_copy2(env, path, 0) }
 }
 
@@ -667,7 +669,7 @@ pub unsafe extern "C" fn mdb_env_copy2(
 /// Copies the environment to an open descriptor.
 #[no_mangle]
 pub unsafe extern "C" fn mdb_env_copyfd(env: *mut MDB_env, fd: c_int) -> c_int {
-    // SAFETY: forwarded contract.
+    // SAFETY: docs/safety.md §7: forwarded contract.
     unsafe { mdb_env_copyfd2(env, fd, 0) }
 }
 

@@ -100,9 +100,10 @@ impl MDB_txn {
         Ok(match &self.kind {
             Kind::Ro(t) => View::Ro(t),
             Kind::Reset => return Err(MDB_BAD_TXN),
-            // SAFETY: the box lives until the transaction ends; no child holds it (usable).
+            // SAFETY: docs/safety.md §7: the box lives until the transaction ends; no child holds
+            // it (usable).
             Kind::Rw(p) => View::Rw(unsafe { &**p }),
-            // SAFETY: as above, through the Nested handle.
+            // SAFETY: docs/safety.md §7: as above, through the Nested handle.
             Kind::Nested(p) => View::Rw(unsafe { &**p }),
         })
     }
@@ -228,28 +229,28 @@ fn new_txn(e: &MDB_env, env: *mut MDB_env, parent: *mut MDB_txn) -> *mut MDB_txn
 /// `t` is a finished handle of the live environment `env` that nothing refers to any more;
 /// the caller does not use `env` afterwards.
 unsafe fn recycle(env: *mut MDB_env, t: *mut MDB_txn) {
-    // SAFETY: the caller's handle, unreferenced now.
+    // SAFETY: docs/safety.md §7: the caller's handle, unreferenced now.
     let b = unsafe { &mut *t };
     b.parent = std::ptr::null_mut();
     b.child = std::ptr::null_mut();
     b.broken = false;
     b.cursors.clear();
     debug_assert!(matches!(b.kind, Kind::Reset));
-    // SAFETY: live: this handle is counted in its state.
+    // SAFETY: docs/safety.md §7: live: this handle is counted in its state.
     let e = unsafe { &*env };
     let parked = e
         .spare
         .compare_exchange(std::ptr::null_mut(), t, Ordering::SeqCst, Ordering::Relaxed)
         .is_ok();
     if !parked {
-        // SAFETY: created by Box::into_raw in new_txn; nothing refers to it.
+        // SAFETY: docs/safety.md §7: created by Box::into_raw in new_txn; nothing refers to it.
         drop(unsafe { Box::from_raw(t) });
-        // SAFETY: live until this call, which uncounts the handle just freed.
+        // SAFETY: docs/safety.md §7: live until this call, which uncounts the handle just freed.
         unsafe { MDB_env::txn_freed(env) };
     } else if e.state.load(Ordering::SeqCst) & CLOSED != 0 {
         // Closed meanwhile: mdb_env_close may have looked at the slot before this handle was
         // parked there, so whoever of the two finds it frees it (and maybe the environment).
-        // SAFETY: live (the parked handle is counted) and closed.
+        // SAFETY: docs/safety.md §7: live (the parked handle is counted) and closed.
         unsafe { MDB_env::reclaim_spare(env) };
     }
 }
@@ -260,7 +261,7 @@ unsafe fn recycle(env: *mut MDB_env, t: *mut MDB_txn) {
 /// `t` is NULL or a blank handle taken from a spare slot.
 pub(crate) unsafe fn free_spare(t: *mut MDB_txn) {
     if !t.is_null() {
-        // SAFETY: created by Box::into_raw in new_txn; the slot owned it.
+        // SAFETY: docs/safety.md §7: created by Box::into_raw in new_txn; the slot owned it.
         drop(unsafe { Box::from_raw(t) });
     }
 }
@@ -288,15 +289,15 @@ pub unsafe extern "C" fn mdb_txn_begin(
             // engine transaction on the way.
             let t = new_txn(e, env, parent);
             match en.read_txn() {
-                // SAFETY: the blank handle new_txn just gave this call.
+                // SAFETY: docs/safety.md §7: the blank handle new_txn just gave this call.
                 Ok(r) => unsafe { (*t).kind = Kind::Ro(r) },
                 Err(err) => {
-                    // SAFETY: as above; nothing else refers to it.
+                    // SAFETY: docs/safety.md §7: as above; nothing else refers to it.
                     unsafe { recycle(env, t) };
                     return crate::code(&err);
                 }
             }
-            // SAFETY: checked non-NULL out-parameter.
+            // SAFETY: docs/safety.md §7: checked non-NULL out-parameter.
             unsafe { *txn = t };
             return 0;
         }
@@ -324,18 +325,18 @@ pub unsafe extern "C" fn mdb_txn_begin(
             // SAFETY: the parent's RwTxn outlives the child (ended first); the parent is
             // refused while the child lives (docs/safety.md §7).
             let n = trc!(unsafe { &mut *rw }.nested());
-            // SAFETY: lifetime erasure only; see above.
+            // SAFETY: docs/safety.md §7: lifetime erasure only; see above.
             let n: Nested<'static, 'static> = unsafe { std::mem::transmute(n) };
             Kind::Nested(Box::into_raw(Box::new(n)))
         };
         let t = new_txn(e, env, parent);
-        // SAFETY: the blank handle new_txn just gave this call.
+        // SAFETY: docs/safety.md §7: the blank handle new_txn just gave this call.
         unsafe { (*t).kind = kind };
         if !parent.is_null() {
-            // SAFETY: checked live above.
+            // SAFETY: docs/safety.md §7: checked live above.
             unsafe { (*parent).child = t };
         }
-        // SAFETY: checked non-NULL out-parameter.
+        // SAFETY: docs/safety.md §7: checked non-NULL out-parameter.
         unsafe { *txn = t };
         0
     })
@@ -356,14 +357,15 @@ unsafe fn finish(txn: *mut MDB_txn, commit: bool) -> c_int {
         // The common short read transaction: no child, no parent, no cursor to detach,
         // nothing to commit. Its snapshot ends here (dropped in place).
         t.kind = Kind::Reset;
-        // SAFETY: finished; the caller gives it up; the environment is live until this
+        // SAFETY: docs/safety.md §7: finished; the caller gives it up; the environment is live
+        // until this
         // handle is uncounted.
         unsafe { recycle(t.env, txn) };
         return 0;
     }
     let mut rc = 0;
     if !t.child.is_null() {
-        // SAFETY: the child is live while registered.
+        // SAFETY: docs/safety.md §7: the child is live while registered.
         rc = unsafe { finish(t.child, commit) };
     }
     let write = t.is_write();
@@ -384,7 +386,8 @@ unsafe fn finish(txn: *mut MDB_txn, commit: bool) -> c_int {
     let r = match writer {
         Writer::None => Ok(()),
         Writer::Root(p) => {
-            // SAFETY: created by Box::into_raw in mdb_txn_begin; no child borrows it now.
+            // SAFETY: docs/safety.md §7: created by Box::into_raw in mdb_txn_begin; no child
+            // borrows it now.
             let w = unsafe { Box::from_raw(p) };
             if commit && !t.broken {
                 w.commit().map(drop)
@@ -393,7 +396,7 @@ unsafe fn finish(txn: *mut MDB_txn, commit: bool) -> c_int {
             }
         }
         Writer::Child(p) => {
-            // SAFETY: as above.
+            // SAFETY: docs/safety.md §7: as above.
             let n = unsafe { Box::from_raw(p) };
             if commit && !t.broken {
                 n.commit().map(drop)
@@ -408,11 +411,12 @@ unsafe fn finish(txn: *mut MDB_txn, commit: bool) -> c_int {
         Ok(()) => rc,
     };
     if !t.parent.is_null() {
-        // SAFETY: the parent outlives its child.
+        // SAFETY: docs/safety.md §7: the parent outlives its child.
         unsafe { (*t.parent).child = std::ptr::null_mut() };
     }
     let env = t.env;
-    // SAFETY: finished above; the caller gives it up; its environment is live until this
+    // SAFETY: docs/safety.md §7: finished above; the caller gives it up; its environment is live
+    // until this
     // handle is uncounted.
     unsafe { recycle(env, txn) };
     rc
@@ -425,7 +429,7 @@ pub unsafe extern "C" fn mdb_txn_commit(txn: *mut MDB_txn) -> c_int {
         if txn.is_null() {
             return libc::EINVAL;
         }
-        // SAFETY: a live handle.
+        // SAFETY: docs/safety.md §7: a live handle.
         unsafe { finish(txn, true) }
     })
 }
@@ -435,7 +439,7 @@ pub unsafe extern "C" fn mdb_txn_commit(txn: *mut MDB_txn) -> c_int {
 pub unsafe extern "C" fn mdb_txn_abort(txn: *mut MDB_txn) {
     guard_void(|| {
         if !txn.is_null() {
-            // SAFETY: a live handle.
+            // SAFETY: docs/safety.md §7: a live handle.
             unsafe { finish(txn, false) };
         }
     })
@@ -448,7 +452,7 @@ pub unsafe extern "C" fn mdb_txn_reset(txn: *mut MDB_txn) {
         if txn.is_null() {
             return;
         }
-        // SAFETY: a live handle.
+        // SAFETY: docs/safety.md §7: a live handle.
         let t = unsafe { &mut *txn };
         if let Kind::Ro(_) = t.kind {
             t.park_cursors_hard();
@@ -461,7 +465,7 @@ impl MDB_txn {
     /// Drops the engine cursors without keeping positions (the snapshot goes away).
     fn park_cursors_hard(&mut self) {
         for &c in &self.cursors {
-            // SAFETY: registered cursors are live.
+            // SAFETY: docs/safety.md §7: registered cursors are live.
             unsafe { cursor::unposition(c) };
         }
     }
@@ -487,7 +491,7 @@ pub unsafe extern "C" fn mdb_txn_env(txn: *mut MDB_txn) -> *mut MDB_env {
     if txn.is_null() {
         return std::ptr::null_mut();
     }
-    // SAFETY: a live handle.
+    // SAFETY: docs/safety.md §7: a live handle.
     unsafe { (*txn).env }
 }
 
@@ -499,14 +503,14 @@ pub unsafe extern "C" fn mdb_txn_id(txn: *mut MDB_txn) -> libc::size_t {
         if txn.is_null() {
             return;
         }
-        // SAFETY: a live handle.
+        // SAFETY: docs/safety.md §7: a live handle.
         let t = unsafe { &*txn };
         out = match &t.kind {
             Kind::Ro(r) => r.id(),
             Kind::Reset => 0,
-            // SAFETY: the boxes live until the transaction ends.
+            // SAFETY: docs/safety.md §7: the boxes live until the transaction ends.
             Kind::Rw(p) => unsafe { &**p }.id(),
-            // SAFETY: as above.
+            // SAFETY: docs/safety.md §7: as above.
             Kind::Nested(p) => unsafe { &**p }.id(),
         } as usize;
     });

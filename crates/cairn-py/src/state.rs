@@ -206,7 +206,7 @@ impl TxnState {
     /// Begins a write transaction; blocks while another one is open (call without the GIL).
     pub(crate) fn new_rw(env: Arc<Env>) -> Result<TxnState, cairn::Error> {
         let txn = env.write_txn()?;
-        // SAFETY: as in `new_ro`.
+        // SAFETY: docs/safety.md §6: as in `new_ro`.
         let txn: RwTxn<'static> = unsafe { std::mem::transmute::<RwTxn<'_>, RwTxn<'static>>(txn) };
         Ok(Self::with_kind(env, Kind::Rw(Box::new(txn))))
     }
