@@ -452,14 +452,17 @@ impl DoubleEndedIterator for Iter<'_> {
 /// change re-seeks the cursor, so it stays valid whatever the change did to the pages. In a
 /// DUP_SORT database it stands on a (key, value) pair.
 ///
-/// Invariant: `leaf`, when set, is a dirty leaf of the database's tree, where the last `put`
-/// landed. The cursor borrows the transaction exclusively, so only its own methods change the
+/// Invariant: `leaf`, when set, is a dirty leaf of the database's tree and the slot where the
+/// last `put` landed. The cursor borrows the transaction exclusively, so only its own methods change the
 /// tree: `put` keeps the hint valid (it frees no tree page), every other change clears it.
 pub struct CursorMut<'t, 'env> {
     txn: &'t mut RwTxn<'env>,
     db: Database,
     at: Option<(Vec<u8>, Vec<u8>)>,
-    leaf: Option<u64>,
+    leaf: Option<(u64, usize)>,
+    /// The position is the pair at `leaf` (set), not `at` (stale): a put leaves the copy of
+    /// its pair to the first method that needs it, since runs of puts (putmulti) need none.
+    landed: bool,
 }
 
 type Owned = Option<(Vec<u8>, Vec<u8>)>;
@@ -472,7 +475,32 @@ impl<'t, 'env> CursorMut<'t, 'env> {
             db,
             at: None,
             leaf: None,
+            landed: false,
         }
+    }
+
+    /// Copies the pair the last put landed on into `at`, if that is the position.
+    fn settle(&mut self) -> Result<()> {
+        if !self.landed {
+            return Ok(());
+        }
+        self.landed = false;
+        self.at = None;
+        let Some((pg, slot)) = self.leaf else {
+            return Ok(());
+        };
+        let key = crate::btree::tree_page(&*self.txn, pg)?
+            .node(slot)?
+            .key
+            .to_vec();
+        // The value through the ordinary path: it may live on overflow pages.
+        let val = self
+            .txn
+            .get(self.db, &key)?
+            .ok_or_else(|| Error::corrupted("the pair a put landed on is gone"))?
+            .to_vec();
+        self.at = Some((key, val));
+        Ok(())
     }
 
     /// Runs `f` on a read cursor re-seeked to the first pair at or after the remembered one,
@@ -481,6 +509,7 @@ impl<'t, 'env> CursorMut<'t, 'env> {
     where
         F: for<'a> FnOnce(&mut Cursor<'a>, Option<(&[u8], &[u8])>) -> Result<Entry<'a>>,
     {
+        self.settle()?;
         let at = self.at.take();
         let e = {
             let mut c = self.txn.cursor(self.db)?;
@@ -534,6 +563,7 @@ impl<'t, 'env> CursorMut<'t, 'env> {
     }
     /// MDB_NEXT_DUP: the next value of the current key.
     pub fn next_dup(&mut self) -> Result<Owned> {
+        self.settle()?;
         let at = self.at.clone();
         let e = self.with(|c, at| match (at, c.current()?) {
             (Some(at), Some(cur)) if cur == at => c.next_dup(),
@@ -548,20 +578,24 @@ impl<'t, 'env> CursorMut<'t, 'env> {
     /// MDB_SET.
     pub fn set(&mut self, key: &[u8]) -> Result<Owned> {
         self.at = None;
+        self.landed = false;
         self.with(|c, _| c.set(key))
     }
     /// MDB_SET_RANGE.
     pub fn set_range(&mut self, key: &[u8]) -> Result<Owned> {
         self.at = None;
+        self.landed = false;
         self.with(|c, _| c.set_range(key))
     }
     /// MDB_GET_BOTH.
     pub fn get_both(&mut self, key: &[u8], value: &[u8]) -> Result<Owned> {
         self.at = None;
+        self.landed = false;
         self.with(|c, _| c.get_both(key, value))
     }
     /// MDB_GET_CURRENT.
     pub fn current(&mut self) -> Result<Owned> {
+        self.settle()?;
         let Some((k, v)) = self.at.clone() else {
             return Ok(None);
         };
@@ -573,6 +607,7 @@ impl<'t, 'env> CursorMut<'t, 'env> {
     }
     /// mdb_cursor_count: the number of values of the current key.
     pub fn count(&mut self) -> Result<u64> {
+        self.settle()?;
         match &self.at {
             Some((k, _)) => self.txn.count(self.db, k),
             None => Ok(0),
@@ -583,8 +618,28 @@ impl<'t, 'env> CursorMut<'t, 'env> {
     /// A put whose key falls within the leaf the previous put landed in goes straight there
     /// (LMDB's shortcut), so a run of sorted puts does not descend from the root each time.
     pub fn put(&mut self, key: &[u8], value: &[u8], flags: PutFlags) -> Result<()> {
-        let hint = self.leaf.take();
-        self.leaf = self.txn.put_hinted(self.db, key, value, flags, hint)?;
+        let hint = self.leaf;
+        match self.txn.put_hinted(self.db, key, value, flags, hint) {
+            Ok(Some(l)) => {
+                self.leaf = Some(l);
+                self.landed = true;
+                return Ok(());
+            }
+            Ok(None) => self.leaf = None,
+            Err(e) => {
+                // KeyExists changed nothing: the position and hint stand. After any other
+                // failure the tree may have changed under both.
+                if !matches!(e, Error::KeyExists) {
+                    self.leaf = None;
+                    if self.landed {
+                        self.landed = false;
+                        self.at = None;
+                    }
+                }
+                return Err(e);
+            }
+        }
+        self.landed = false;
         // The position's buffers are reused.
         match &mut self.at {
             Some((k, v)) => {
@@ -600,6 +655,7 @@ impl<'t, 'env> CursorMut<'t, 'env> {
     /// MDB_CURRENT: replaces the value at the cursor (in a DUP_SORT database: the pair at the
     /// cursor by `key`/`value`).
     pub fn put_current(&mut self, value: &[u8]) -> Result<()> {
+        self.settle()?;
         let (k, old) = self
             .at
             .clone()
@@ -616,6 +672,7 @@ impl<'t, 'env> CursorMut<'t, 'env> {
     }
     /// Deletes the pair at the cursor; the cursor then stands before the next pair.
     pub fn del_current(&mut self) -> Result<()> {
+        self.settle()?;
         let (k, v) = self
             .at
             .clone()
@@ -628,6 +685,7 @@ impl<'t, 'env> CursorMut<'t, 'env> {
     }
     /// MDB_NODUPDATA delete: deletes the current key with all its values.
     pub fn del_current_all(&mut self) -> Result<()> {
+        self.settle()?;
         let (k, _) = self
             .at
             .clone()

@@ -282,6 +282,11 @@ pub(crate) struct TxnDb {
     pub rec: DbRecord,
     pub dirty: bool,
     pub deleted: bool,
+    /// The handle's order and flags, with the registry generation they were read at, once
+    /// `rec` carries the handle's order bits and passed the order check: while the generation
+    /// holds, `db_state_for` returns them without the registry lookup and the stamping, which
+    /// cost more than an overwrite in a dirty leaf.
+    pub fast: Option<(u64, KeyCmp, DbFlags)>,
 }
 
 /// Undo record of one nesting level.
@@ -367,6 +372,7 @@ impl<'env> RwTxn<'env> {
                 rec: base.main,
                 dirty: false,
                 deleted: false,
+                fast: None,
             })],
             views: RefCell::new(Vec::new()),
             base,
@@ -427,6 +433,15 @@ impl<'env> RwTxn<'env> {
         db: Database,
         guard: bool,
     ) -> Result<(usize, DbRecord, KeyCmp, DbFlags)> {
+        if db.env_id == self.env.inner.id {
+            if let Some(Some(d)) = self.dbs.get(db.idx as usize) {
+                if let (Some((gen, cmp, flags)), false) = (&d.fast, d.deleted) {
+                    if *gen == self.env.inner.db_gen() {
+                        return Ok((db.idx as usize, d.rec, cmp.clone(), *flags));
+                    }
+                }
+            }
+        }
         let (idx, v) = self.view(db)?;
         if self.dbs.len() <= idx {
             self.dbs.resize(idx + 1, None);
@@ -438,14 +453,21 @@ impl<'env> RwTxn<'env> {
                 rec,
                 dirty: false,
                 deleted: false,
+                fast: None,
             });
         }
-        let d = self.dbs[idx].as_ref().expect("loaded");
+        let d = self.dbs[idx].as_mut().expect("loaded");
         if d.deleted {
             return Err(Error::BadDbi);
         }
         let mut rec = d.rec;
         self.env.inner.stamp_order(idx, &mut rec, v.bits, guard)?;
+        if guard {
+            // Stamping is idempotent and persists only with a write, so the stamped record
+            // may stand in for the loaded one.
+            d.rec = rec;
+            d.fast = Some((v.gen, v.cmp.clone(), v.flags));
+        }
         Ok((idx, rec, v.cmp, v.flags))
     }
 
@@ -496,7 +518,7 @@ impl<'env> RwTxn<'env> {
     }
 
     /// A put of a value (None: `vlen` zeroed bytes, RESERVE), tried first in leaf `hint`
-    /// (see `put_hinted`); returns the leaf it landed in, when known.
+    /// (see `put_hinted`); returns the leaf and slot it landed in, when known.
     fn put_at(
         &mut self,
         db: Database,
@@ -504,8 +526,8 @@ impl<'env> RwTxn<'env> {
         val: Option<&[u8]>,
         vlen: usize,
         flags: PutFlags,
-        hint: Option<u64>,
-    ) -> Result<Option<u64>> {
+        hint: Option<(u64, usize)>,
+    ) -> Result<Option<(u64, usize)>> {
         let (idx, mut rec, cmp, dbflags) = self.db_state_for(db, true)?;
         if btree::dups::is_dupsort(&rec) {
             let val = val.ok_or_else(|| {
@@ -523,9 +545,13 @@ impl<'env> RwTxn<'env> {
         };
         let mut landed = None;
         let mut outcome = None;
-        if let (Some(leaf), Some(v)) = (hint, val) {
-            outcome = btree::insert::put_in_leaf(self, &mut rec, &cmp, leaf, key, v, mode)?;
-            landed = outcome.as_ref().map(|_| leaf);
+        if let (Some(at), Some(v)) = (hint, val) {
+            if let Some((o, i)) =
+                btree::insert::put_in_leaf(self, &mut rec, &cmp, at, key, v, mode)?
+            {
+                outcome = Some(o);
+                landed = Some((at.0, i));
+            }
         }
         let outcome = match outcome {
             Some(o) => o,
@@ -544,17 +570,17 @@ impl<'env> RwTxn<'env> {
         }
     }
 
-    /// `put` from a cursor: `hint` is the leaf the cursor's previous put landed in (a dirty
-    /// leaf of this database's tree, no page freed since), tried before a descent from the
-    /// root. Returns the leaf this put landed in, when known.
+    /// `put` from a cursor: `hint` is the leaf and slot the cursor's previous put landed in (a
+    /// dirty leaf of this database's tree, no page freed since), tried before a descent from
+    /// the root. Returns the leaf and slot this put landed in, when known.
     pub(crate) fn put_hinted(
         &mut self,
         db: Database,
         key: &[u8],
         value: &[u8],
         flags: PutFlags,
-        hint: Option<u64>,
-    ) -> Result<Option<u64>> {
+        hint: Option<(u64, usize)>,
+    ) -> Result<Option<(u64, usize)>> {
         self.put_at(db, key, Some(value), value.len(), flags, hint)
     }
 
@@ -668,6 +694,7 @@ impl<'env> RwTxn<'env> {
                         rec,
                         dirty: false,
                         deleted: false,
+                        fast: None,
                     });
                 }
                 Ok(db)
@@ -692,6 +719,7 @@ impl<'env> RwTxn<'env> {
                     rec,
                     dirty: true,
                     deleted: false,
+                    fast: None,
                 });
                 self.changed = true;
                 Ok(db)

@@ -104,17 +104,35 @@ proptest! {
             match op {
                 Op::Run(d, items) => {
                     let mut c = w.cursor_mut(dbs[d]).unwrap();
-                    for (k, v, no) in &items {
+                    // The cursor stands on the pair of its last successful put (a failed
+                    // NO_OVERWRITE put leaves it there); checked after every third put, so
+                    // that runs of puts also go unobserved.
+                    let mut last: Option<(Vec<u8>, Vec<u8>)> = None;
+                    for (i, (k, v, no)) in items.iter().enumerate() {
+                        let existed = ms[d].contains_key(k);
                         put(&mut c, &mut ms[d], k, v, *no)?;
+                        if !(*no && existed) {
+                            last = Some((k.clone(), v.clone()));
+                        }
+                        if i % 3 == 2 {
+                            prop_assert_eq!(c.current().unwrap(), last.clone());
+                        }
                     }
                 }
                 Op::Sorted(d, start, n, step, len) => {
                     let mut c = w.cursor_mut(dbs[d]).unwrap();
+                    let mut k = Vec::new();
                     for i in 0..n {
-                        let k = format!("k{:06}", start + i * step).into_bytes();
+                        k = format!("k{:06}", start + i * step).into_bytes();
                         let v = vec![(i % 251) as u8; len];
                         put(&mut c, &mut ms[d], &k, &v, false)?;
                     }
+                    // MDB_NEXT from the last put's pair.
+                    let want = ms[d]
+                        .range::<[u8], _>((std::ops::Bound::Excluded(&k[..]), std::ops::Bound::Unbounded))
+                        .next()
+                        .map(|(k, v)| (k.clone(), v.clone()));
+                    prop_assert_eq!(c.next().unwrap(), want);
                 }
                 Op::PutDelPut(d, k, a, b) => {
                     let mut c = w.cursor_mut(dbs[d]).unwrap();

@@ -63,7 +63,8 @@ pub fn put_node<W: PageWriter + ?Sized>(
 }
 
 /// `put_node` (the value's length and node flags as `vl`), also returning the (dirty) leaf
-/// that holds the key afterwards when no page was split: a hint for [`put_in_leaf`].
+/// that holds the key afterwards and the key's slot there, when no page was split: a hint for
+/// [`put_in_leaf`].
 pub fn put_landing<W: PageWriter + ?Sized>(
     w: &mut W,
     rec: &mut DbRecord,
@@ -72,7 +73,7 @@ pub fn put_landing<W: PageWriter + ?Sized>(
     val: Option<&[u8]>,
     (vlen, nflags): (usize, u8),
     mode: Mode,
-) -> Result<(Outcome, Option<u64>)> {
+) -> Result<(Outcome, Option<(u64, usize)>)> {
     let ps = w.page_size();
     let hint = hinted(cmp);
     if rec.root == 0 {
@@ -134,7 +135,7 @@ pub fn put_landing<W: PageWriter + ?Sized>(
     };
     let outcome = if exact {
         if mode == Mode::NoOverwrite {
-            return Ok((Outcome::Exists, Some(pg)));
+            return Ok((Outcome::Exists, Some((pg, i))));
         }
         let old = p.node(i)?;
         let (old_big, old_vlen, old_flags) = (old.is_big(), old.vlen, old.flags);
@@ -169,7 +170,7 @@ pub fn put_landing<W: PageWriter + ?Sized>(
                 Some(v) => area.copy_from_slice(v),
                 None => area.fill(0),
             }
-            return Ok((Outcome::Replaced, Some(pg)));
+            return Ok((Outcome::Replaced, Some((pg, i))));
         }
         PageMut::new(w.page_mut(pg)?).remove(i);
         Outcome::Replaced
@@ -220,28 +221,31 @@ pub fn put_landing<W: PageWriter + ?Sized>(
         split(w, rec, cmp, path, pg, i, owned, mode == Mode::Append)?;
         return Ok((outcome, None));
     }
-    Ok((outcome, Some(pg)))
+    Ok((outcome, Some((pg, i))))
 }
 
 /// Puts `key` with an inline value `val` straight into `leaf`, without a descent, when that is
 /// where it belongs and it fits: LMDB's cursor-put shortcut, for runs of puts that land in
-/// the same leaf (sorted loads, putmulti). Returns None, having changed nothing, when the
-/// shortcut does not apply (the caller then takes the ordinary path).
+/// the same leaf (sorted loads, putmulti). `near` is the slot the previous put landed in;
+/// the slot after it is tried before a binary search, so that sorted puts cost one or two key
+/// comparisons. Returns the outcome and the key's slot, or None, having changed nothing, when
+/// the shortcut does not apply (the caller then takes the ordinary path).
 ///
 /// `leaf` must be a dirty leaf of the tree of `rec` (the hint `put_landing` returned, with no
 /// page freed since). A key between the leaf's first and last keys (inclusive) can only live
 /// in that leaf, whatever the separators above say (each branch covers an interval of keys),
 /// so the check needs the leaf alone. Inserting there changes neither the leaf's first key
 /// nor any separator, so the tree above stays as it is.
+#[allow(clippy::too_many_arguments, reason = "put's arguments plus the hint")]
 pub fn put_in_leaf<W: PageWriter + ?Sized>(
     w: &mut W,
     rec: &mut DbRecord,
     cmp: &KeyCmp,
-    leaf: u64,
+    (leaf, near): (u64, usize),
     key: &[u8],
     val: &[u8],
     mode: Mode,
-) -> Result<Option<Outcome>> {
+) -> Result<Option<(Outcome, usize)>> {
     if mode == Mode::Append || !format::value_inline(w.page_size(), key.len(), val.len()) {
         return Ok(None);
     }
@@ -250,7 +254,10 @@ pub fn put_in_leaf<W: PageWriter + ?Sized>(
     if !p.is_leaf() || n == 0 {
         return Ok(None);
     }
-    let (i, exact) = p.lower_bound(key, cmp, 0)?;
+    let (i, exact) = match next_slot(&p, cmp, key, near + 1)? {
+        Some(found) => found,
+        None => p.lower_bound(key, cmp, 0)?,
+    };
     if !exact {
         if i == 0 || i == n {
             // Before the first key or after the last: a neighbour may be the place.
@@ -266,10 +273,10 @@ pub fn put_in_leaf<W: PageWriter + ?Sized>(
             return Ok(None);
         }
         rec.entries += 1;
-        return Ok(Some(Outcome::Inserted));
+        return Ok(Some((Outcome::Inserted, i)));
     }
     if mode == Mode::NoOverwrite {
-        return Ok(Some(Outcome::Exists));
+        return Ok(Some((Outcome::Exists, i)));
     }
     let old = p.node(i)?;
     // Only a plain inline value of the same size is rewritten here.
@@ -278,7 +285,34 @@ pub fn put_in_leaf<W: PageWriter + ?Sized>(
     }
     let at = old.val.as_ptr() as usize - p.bytes().as_ptr() as usize;
     w.page_mut(leaf)?[at..at + val.len()].copy_from_slice(val);
-    Ok(Some(Outcome::Replaced))
+    Ok(Some((Outcome::Replaced, i)))
+}
+
+/// Where `key` goes if that is slot `at` of leaf `p` (an equal key there, or a new key between
+/// slots `at - 1` and `at`), or None when it is elsewhere: what a binary search would return,
+/// for the common case of sorted puts, in one or two comparisons.
+fn next_slot(
+    p: &format::Page<'_>,
+    cmp: &KeyCmp,
+    key: &[u8],
+    at: usize,
+) -> Result<Option<(usize, bool)>> {
+    let n = p.nkeys();
+    if at == 0 || at > n {
+        return Ok(None);
+    }
+    if at < n {
+        match cmp.cmp(p.key(at)?, key) {
+            std::cmp::Ordering::Equal => return Ok(Some((at, true))),
+            std::cmp::Ordering::Less => return Ok(None),
+            std::cmp::Ordering::Greater => {}
+        }
+    }
+    Ok(match cmp.cmp(p.key(at - 1)?, key) {
+        std::cmp::Ordering::Less => Some((at, false)),
+        std::cmp::Ordering::Equal => Some((at - 1, true)),
+        std::cmp::Ordering::Greater => None,
+    })
 }
 
 /// Splits page `pg` (dirty) while inserting `node` at slot `at`, then carries the new
