@@ -4,14 +4,16 @@
 //! "parks" every cursor of it first: the pair it stands on is copied out and the engine cursor
 //! dropped. The next operation builds a new engine cursor and seeks the first pair at or
 //! after the parked one. If that pair is gone (deleted), the cursor stands on its successor
-//! and `off` is set, so that MDB_NEXT returns that successor rather than skipping it, as
+//! and is marked `OFF`, so that MDB_NEXT returns that successor rather than skipping it, as
 //! LMDB's cursors do after a delete.
 //!
 //! mdb_cursor_get goes straight to the engine cursor for MDB_NEXT, MDB_PREV, MDB_GET_CURRENT,
 //! MDB_SET, MDB_SET_KEY and MDB_SET_RANGE when it is live (built, its transaction unchanged
-//! since, not off its pair):
-//! one engine call and the copy of the pair into the caller's MDB_vals. Every other case
-//! takes `get_slow`.
+//! since, no mark: `marks == 0`): one engine call and the copy of the pair into the caller's
+//! MDB_vals, in a small function per kind of operation that mdb_cursor_get reaches by a jump.
+//! Every other case takes `get_slow`. A step of a DUPSORT cursor takes the same path: the
+//! engine's own step walks the values of a key, and only the marks that make LMDB's
+//! semantics differ from the engine's (`OFF`, `EOF`, `MISS`) need the general code.
 
 use crate::env::{handle, trc, tri};
 use crate::txn::MDB_txn;
@@ -30,16 +32,22 @@ pub struct MDB_cursor {
     flags: DbFlags,
     cur: Option<Cursor<'static>>,
     saved: Option<(Vec<u8>, Vec<u8>)>,
-    off: bool,
-    /// Past the last pair, where LMDB's cursor is after an MDB_SET or MDB_SET_KEY of a key
-    /// above every key: MDB_GET_CURRENT and MDB_NEXT find nothing, MDB_PREV gives the last
-    /// pair. The engine cursor is unpositioned meanwhile.
-    eof: bool,
-    /// In a DUPSORT database after an MDB_SET or MDB_SET_KEY miss, LMDB's cursor is on the
-    /// next key with no value chosen: MDB_GET_CURRENT is EINVAL, MDB_NEXT and MDB_NEXT_DUP give
-    /// that key's first value, MDB_PREV its last. The engine cursor is on the first value.
-    miss: bool,
+    /// `OFF`, `EOF` and `MISS`, one byte so that mdb_cursor_get's fast path tests all three
+    /// with one load (0: the cursor is on its pair).
+    marks: u8,
 }
+
+/// Re-seeked after a write, the cursor found its parked pair gone and stands on its successor
+/// (see the module docs).
+const OFF: u8 = 1;
+/// Past the last pair, where LMDB's cursor is after an MDB_SET or MDB_SET_KEY of a key above
+/// every key: MDB_GET_CURRENT and MDB_NEXT find nothing, MDB_PREV gives the last pair. The
+/// engine cursor is unpositioned meanwhile.
+const EOF: u8 = 2;
+/// In a DUPSORT database after an MDB_SET or MDB_SET_KEY miss, LMDB's cursor is on the next
+/// key with no value chosen: MDB_GET_CURRENT is EINVAL, MDB_NEXT and MDB_NEXT_DUP give that
+/// key's first value, MDB_PREV its last. The engine cursor is on the first value.
+const MISS: u8 = 4;
 
 type Pair<'a> = Option<(&'a [u8], &'a [u8])>;
 
@@ -48,7 +56,7 @@ pub(crate) unsafe fn park(c: *mut MDB_cursor) {
     // SAFETY: a live registered cursor (docs/safety.md §7).
     let c = unsafe { &mut *c };
     if let Some(cur) = c.cur.take() {
-        if !c.off {
+        if c.marks & OFF == 0 {
             c.saved = cur
                 .current()
                 .ok()
@@ -64,9 +72,7 @@ pub(crate) unsafe fn unposition(c: *mut MDB_cursor) {
     let c = unsafe { &mut *c };
     c.cur = None;
     c.saved = None;
-    c.off = false;
-    c.eof = false;
-    c.miss = false;
+    c.marks = 0;
 }
 
 /// Called when the cursor's transaction ends: a write transaction's cursors are freed (as in
@@ -110,13 +116,16 @@ impl MDB_cursor {
             // until the
             // transaction ends or writes; both drop this cursor first (park/detach).
             let mut c: Cursor<'static> = unsafe { std::mem::transmute(c) };
-            self.off = false;
+            self.marks &= !OFF;
             if let Some((k, v)) = &self.saved {
                 let found = reseek(&mut c, self.dupsort(), k, v).map_err(|e| crate::code(&e))?;
-                self.off = match found {
+                let off = match found {
                     Some((fk, fv)) => fk != &k[..] || (self.dupsort() && fv != &v[..]),
                     None => true,
                 };
+                if off {
+                    self.marks |= OFF;
+                }
             }
             self.cur = Some(c);
         }
@@ -125,24 +134,32 @@ impl MDB_cursor {
 }
 
 /// MDB_SET / MDB_SET_KEY. On a miss LMDB leaves its cursor where the key would go, on the next
-/// key (`miss` in a DUPSORT database) or past the last (`eof`), and a following
+/// key (`MISS` in a DUPSORT database) or past the last (`EOF`), and a following
 /// MDB_GET_CURRENT, MDB_NEXT or MDB_PREV starts there; the engine's `set` unpositions on a
 /// miss, so a miss seeks again with `set_range`.
 #[inline(always)]
 fn set_exact<'t>(
     cur: &mut Cursor<'t>,
-    eof: &mut bool,
-    miss: &mut bool,
+    marks: &mut u8,
     dupsort: bool,
     k: &[u8],
 ) -> cairn::Result<Pair<'t>> {
     if let Some(e) = cur.set(k)? {
         return Ok(Some(e));
     }
-    let next = cur.set_range(k)?.is_some();
-    *eof = !next;
-    *miss = next && dupsort;
+    *marks = after_miss(cur, dupsort, k)?;
     Ok(None)
+}
+
+/// Where LMDB's cursor stands after an MDB_SET or MDB_SET_KEY miss (see `set_exact`): seeks
+/// there and returns the mark it needs.
+#[cold]
+fn after_miss(cur: &mut Cursor<'_>, dupsort: bool, k: &[u8]) -> cairn::Result<u8> {
+    Ok(match cur.set_range(k)? {
+        None => EOF,
+        Some(_) if dupsort => MISS,
+        Some(_) => 0,
+    })
 }
 
 /// Positions at the first pair at or after (`k`, `v`).
@@ -181,9 +198,7 @@ pub unsafe extern "C" fn mdb_cursor_open(
             flags,
             cur: None,
             saved: None,
-            off: false,
-            eof: false,
-            miss: false,
+            marks: 0,
         }));
         t.cursors.push(c);
         // SAFETY: docs/safety.md §7: checked non-NULL out-parameter.
@@ -223,9 +238,7 @@ pub unsafe extern "C" fn mdb_cursor_renew(txn: *mut MDB_txn, cursor: *mut MDB_cu
         tri!(t.view());
         c.cur = None;
         c.saved = None;
-        c.off = false;
-        c.eof = false;
-        c.miss = false;
+        c.marks = 0;
         if let Ok(old) = c.txn() {
             old.unregister(cursor);
         }
@@ -256,6 +269,12 @@ pub unsafe extern "C" fn mdb_cursor_dbi(cursor: *mut MDB_cursor) -> MDB_dbi {
 }
 
 /// Reads at the cursor with operation `op` (LMDB's MDB_cursor_op values).
+///
+/// This function only sorts the call: a live cursor's step (MDB_NEXT, MDB_PREV) or
+/// positioning (MDB_GET_CURRENT, MDB_SET, MDB_SET_KEY, MDB_SET_RANGE) goes to a small function
+/// of its own, every other case to [`get_other`]. It calls the engine itself nowhere, so it
+/// needs no frame and each of those is a tail call: a scan pays for the handle and state
+/// tests, one engine call and the two stores, and no register a seek would need.
 #[no_mangle]
 pub unsafe extern "C" fn mdb_cursor_get(
     cursor: *mut MDB_cursor,
@@ -263,50 +282,158 @@ pub unsafe extern "C" fn mdb_cursor_get(
     data: *mut MDB_val,
     cop: c_uint,
 ) -> c_int {
-    guard(|| {
-        let c = handle!(cursor);
-        // The common case, one engine call: a live engine cursor (its transaction is live and
-        // has not written since it was built) and a plain move or seek.
-        let plain = !(c.off | c.eof | c.miss);
-        if let (Some(cur), true) = (c.cur.as_mut(), plain) {
-            // Each arm delivers with its operation a constant, so `deliver` folds its tests.
-            return match cop {
-                op::NEXT => {
-                    let r = cur.next();
-                    deliver(cur, op::NEXT, r, key, data)
-                }
-                op::PREV => {
-                    let r = cur.prev();
-                    deliver(cur, op::PREV, r, key, data)
-                }
-                op::GET_CURRENT => match cur.current() {
-                    Ok(None) => libc::EINVAL,
-                    r => deliver(cur, op::GET_CURRENT, r, key, data),
-                },
-                op::SET if !key.is_null() => {
-                    // SAFETY: checked non-NULL; the caller's key (docs/safety.md §7).
-                    let k = unsafe { slice(&*key) };
-                    let dupsort = c.flags.contains(DbFlags::DUP_SORT);
-                    let r = set_exact(cur, &mut c.eof, &mut c.miss, dupsort, k);
-                    deliver(cur, op::SET, r, key, data)
-                }
-                op::SET_KEY if !key.is_null() => {
-                    // SAFETY: checked non-NULL; the caller's key (docs/safety.md §7).
-                    let k = unsafe { slice(&*key) };
-                    let dupsort = c.flags.contains(DbFlags::DUP_SORT);
-                    let r = set_exact(cur, &mut c.eof, &mut c.miss, dupsort, k);
-                    deliver(cur, op::SET_KEY, r, key, data)
-                }
-                op::SET_RANGE if !key.is_null() => {
-                    // SAFETY: docs/safety.md §7: as above.
-                    let r = cur.set_range(unsafe { slice(&*key) });
-                    deliver(cur, op::SET_RANGE, r, key, data)
-                }
-                _ => get_slow(c, key, data, cop),
-            };
+    // SAFETY: NULL or a live cursor of this library (docs/safety.md §7).
+    if let Some(c) = unsafe { cursor.as_mut() } {
+        // On its pair; whether the engine cursor is built (the transaction has not written
+        // since) the callee tests.
+        if c.marks == 0 {
+            // NEXT (8) and PREV (12) differ in bit 2 alone: one test for both.
+            if cop | 4 == op::PREV {
+                return if cop == op::NEXT {
+                    step_next(c, key, data)
+                } else {
+                    step_prev(c, key, data)
+                };
+            }
+            if cop == op::SET_KEY {
+                return seek::<true>(c, key, data);
+            }
+            if cop == op::SET {
+                return seek::<false>(c, key, data);
+            }
+            if matches!(cop, op::GET_CURRENT | op::SET_RANGE) {
+                return position(c, key, data, cop);
+            }
         }
-        get_slow(c, key, data, cop)
+    }
+    // SAFETY: the caller's arguments, passed on unchanged.
+    unsafe { get_other(cursor, key, data, cop) }
+}
+
+// The callees of mdb_cursor_get are `extern "C"` (they catch every panic, so they cannot
+// unwind): a call from one C-ABI function to another that cannot unwind needs no landing pad,
+// so it compiles to a jump.
+
+/// MDB_NEXT on a live cursor.
+#[inline(never)]
+extern "C" fn step_next(c: &mut MDB_cursor, key: *mut MDB_val, data: *mut MDB_val) -> c_int {
+    guard(|| step(c, op::NEXT, key, data))
+}
+
+/// MDB_PREV on a live cursor.
+#[inline(never)]
+extern "C" fn step_prev(c: &mut MDB_cursor, key: *mut MDB_val, data: *mut MDB_val) -> c_int {
+    guard(|| step(c, op::PREV, key, data))
+}
+
+/// MDB_NEXT or MDB_PREV (`cop`, a constant) on a live cursor.
+#[inline(always)]
+fn step(c: &mut MDB_cursor, cop: c_uint, key: *mut MDB_val, data: *mut MDB_val) -> c_int {
+    let Some(cur) = c.cur.as_mut() else {
+        return get_slow(c, key, data, cop);
+    };
+    let r = if cop == op::NEXT {
+        cur.next()
+    } else {
+        cur.prev()
+    };
+    match r {
+        Ok(Some((k, v))) => {
+            set_val(key, k);
+            set_val(data, v);
+            0
+        }
+        Ok(None) => past_end(cur, cop),
+        Err(e) => crate::fail_code(e),
+    }
+}
+
+/// MDB_SET_KEY (`KEY`: the key found is stored in `key` too) or MDB_SET on a live cursor.
+#[inline(never)]
+extern "C" fn seek<const KEY: bool>(
+    c: &mut MDB_cursor,
+    key: *mut MDB_val,
+    data: *mut MDB_val,
+) -> c_int {
+    let cop = if KEY { op::SET_KEY } else { op::SET };
+    guard(|| {
+        let (Some(cur), false) = (c.cur.as_mut(), key.is_null()) else {
+            return get_slow(c, key, data, cop);
+        };
+        // SAFETY: checked non-NULL; the caller's key (docs/safety.md §7).
+        let k = unsafe { slice(&*key) };
+        match cur.set(k) {
+            Ok(Some((fk, v))) => {
+                if KEY {
+                    set_val(key, fk);
+                }
+                set_val(data, v);
+                0
+            }
+            Ok(None) => missed(c, k),
+            Err(e) => crate::fail_code(e),
+        }
     })
+}
+
+/// The rest of an MDB_SET or MDB_SET_KEY miss on a live cursor, out of line so that the hit
+/// path keeps few registers.
+#[cold]
+#[inline(never)]
+fn missed(c: &mut MDB_cursor, k: &[u8]) -> c_int {
+    let dupsort = c.dupsort();
+    let Some(cur) = c.cur.as_mut() else {
+        return libc::EINVAL;
+    };
+    match after_miss(cur, dupsort, k) {
+        Ok(m) => {
+            c.marks = m;
+            MDB_NOTFOUND
+        }
+        Err(e) => crate::fail_code(e),
+    }
+}
+
+/// MDB_GET_CURRENT or MDB_SET_RANGE on a live cursor.
+#[inline(never)]
+extern "C" fn position(
+    c: &mut MDB_cursor,
+    key: *mut MDB_val,
+    data: *mut MDB_val,
+    cop: c_uint,
+) -> c_int {
+    guard(|| {
+        let Some(cur) = c.cur.as_mut() else {
+            return get_slow(c, key, data, cop);
+        };
+        // Each arm delivers with its operation a constant, so `deliver` folds its tests.
+        match cop {
+            op::SET_RANGE if !key.is_null() => {
+                // SAFETY: checked non-NULL; the caller's key (docs/safety.md §7).
+                let r = cur.set_range(unsafe { slice(&*key) });
+                deliver(cur, op::SET_RANGE, r, key, data)
+            }
+            op::GET_CURRENT => match cur.current() {
+                Ok(None) => libc::EINVAL,
+                r => deliver(cur, op::GET_CURRENT, r, key, data),
+            },
+            _ => get_slow(c, key, data, cop),
+        }
+    })
+}
+
+/// mdb_cursor_get for every case but a live cursor's step or positioning.
+///
+/// # Safety
+/// mdb_cursor_get's arguments.
+#[inline(never)]
+unsafe extern "C" fn get_other(
+    cursor: *mut MDB_cursor,
+    key: *mut MDB_val,
+    data: *mut MDB_val,
+    cop: c_uint,
+) -> c_int {
+    guard(|| get_slow(handle!(cursor), key, data, cop))
 }
 
 /// Every operation, on a cursor in any state (parked, detached, off its pair).
@@ -337,25 +464,25 @@ fn get_slow(c: &mut MDB_cursor, key: *mut MDB_val, data: *mut MDB_val, cop: c_ui
     } else {
         &[][..]
     };
-    if c.eof {
+    if c.marks & EOF != 0 {
         match cop {
             op::GET_CURRENT | op::NEXT | op::NEXT_DUP | op::NEXT_NODUP | op::PREV_DUP => {
                 return MDB_NOTFOUND
             }
             op::PREV | op::PREV_NODUP => {
-                c.eof = false;
+                c.marks &= !EOF;
                 let cur = tri!(c.ensure());
                 let r = cur.last();
                 return deliver(cur, op::PREV, r, key, data);
             }
-            _ => c.eof = false,
+            _ => c.marks &= !EOF,
         }
     }
-    if c.miss {
+    if c.marks & MISS != 0 {
         match cop {
             op::GET_CURRENT => return libc::EINVAL,
             op::NEXT | op::NEXT_DUP | op::PREV => {
-                c.miss = false;
+                c.marks &= !MISS;
                 let cur = tri!(c.ensure());
                 let r = if cop == op::PREV {
                     cur.last_dup()
@@ -364,20 +491,22 @@ fn get_slow(c: &mut MDB_cursor, key: *mut MDB_val, data: *mut MDB_val, cop: c_ui
                 };
                 return deliver(cur, cop, r, key, data);
             }
-            _ => c.miss = false,
+            _ => c.marks &= !MISS,
         }
     }
     let dupsort = c.dupsort();
     let fixed = c.flags.contains(DbFlags::DUP_FIXED);
     // Needed only after a re-seek that found the parked pair gone (rare): no copy else.
-    let saved_key = if c.off {
+    let saved_key = if c.marks & OFF != 0 {
         c.saved.as_ref().map(|s| s.0.clone())
     } else {
         None
     };
     let cur: *mut Cursor<'static> = tri!(c.ensure());
-    let was_off = std::mem::take(&mut c.off);
-    // SAFETY: docs/safety.md §7: `c.cur`, which `ensure` just set; only `c.off` was touched since.
+    let was_off = c.marks & OFF != 0;
+    c.marks &= !OFF;
+    // SAFETY: docs/safety.md §7: `c.cur`, which `ensure` just set; only `c.marks` was touched
+    // since.
     let cur: &mut Cursor<'static> = unsafe { &mut *cur };
     let res: cairn::Result<Pair<'static>> = match cop {
         op::FIRST => cur.first(),
@@ -393,7 +522,7 @@ fn get_slow(c: &mut MDB_cursor, key: *mut MDB_val, data: *mut MDB_val, cop: c_ui
             Ok(None) => return libc::EINVAL,
             other => other,
         },
-        op::SET | op::SET_KEY => set_exact(cur, &mut c.eof, &mut c.miss, dupsort, kin),
+        op::SET | op::SET_KEY => set_exact(cur, &mut c.marks, dupsort, kin),
         op::SET_RANGE => cur.set_range(kin),
         op::FIRST_DUP | op::LAST_DUP if !dupsort => return MDB_INCOMPATIBLE,
         op::FIRST_DUP => cur.first_dup(),
@@ -465,7 +594,7 @@ fn deliver(
             0
         }
         Ok(None) => past_end(cur, cop),
-        Err(e) => crate::code(&e),
+        Err(e) => crate::fail_code(e),
     }
 }
 
@@ -572,9 +701,7 @@ pub unsafe extern "C" fn mdb_cursor_put(
         match r {
             Ok(v) => {
                 c.saved = Some((k, v));
-                c.off = false;
-                c.eof = false;
-                c.miss = false;
+                c.marks = 0;
                 c.cur = None;
                 0
             }

@@ -7,10 +7,10 @@
 //! next write.
 
 use crate::env::{env_static, handle, trc, tri, Dbi};
-use crate::txn::{Kind, MDB_txn};
+use crate::txn::{Kind, MDB_txn, View};
 use crate::{guard, set_val, slice, MDB_cmp_func, MDB_dbi, MDB_stat, MDB_val};
 use crate::{MDB_DBS_FULL, MDB_MULTIPLE, MDB_NOTFOUND, MDB_RESERVE};
-use cairn::{DbFlags, PutFlags};
+use cairn::{Database, DbFlags, PutFlags, RoTxn, RwTxn};
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_uint, c_void};
 
@@ -168,18 +168,70 @@ pub unsafe extern "C" fn mdb_get(
     key: *mut MDB_val,
     data: *mut MDB_val,
 ) -> c_int {
+    // The common case, tested here and handed on by a jump (this function calls the engine
+    // nowhere, so it needs no frame): a read transaction (no child, never broken: no state to
+    // test) and a handle it has cached.
+    // SAFETY: NULL or a live handle of this library (docs/safety.md §7).
+    if let Some(t) = unsafe { txn.as_ref() } {
+        if let (Kind::Ro(r), Some(Some(d))) = (&t.kind, t.dbis().get(dbi as usize)) {
+            if !key.is_null() && !data.is_null() {
+                return get_ro(r, &d.db, key, data);
+            }
+        }
+    }
+    // SAFETY: the caller's arguments, passed on.
+    unsafe { get_general(txn, dbi, key, data) }
+}
+
+// mdb_get's callees are `extern "C"` (they catch every panic, so they cannot unwind): a call
+// between C-ABI functions that cannot unwind needs no landing pad, so it compiles to a jump.
+
+/// A get in a read transaction, `key` and `data` checked non-NULL. The only caller of
+/// `RoTxn::get` in this crate, so that the engine's function is inlined here.
+#[inline(never)]
+extern "C" fn get_ro(
+    r: &RoTxn<'static>,
+    db: &Database,
+    key: *mut MDB_val,
+    data: *mut MDB_val,
+) -> c_int {
+    guard(|| {
+        // SAFETY: checked non-NULL by the caller; the caller's key (docs/safety.md §7).
+        let k = unsafe { slice(&*key) };
+        match r.get(*db, k) {
+            Ok(Some(v)) => {
+                set_val(data, v);
+                0
+            }
+            Ok(None) => MDB_NOTFOUND,
+            Err(e) => crate::fail_code(e),
+        }
+    })
+}
+
+/// mdb_get in every case.
+///
+/// # Safety
+/// mdb_get's arguments.
+#[inline(never)]
+unsafe extern "C" fn get_general(
+    txn: *mut MDB_txn,
+    dbi: MDB_dbi,
+    key: *mut MDB_val,
+    data: *mut MDB_val,
+) -> c_int {
     guard(|| {
         let t = handle!(txn);
         if key.is_null() || data.is_null() {
             return libc::EINVAL;
         }
         let db = tri!(t.dbi(dbi)).db;
-        // SAFETY: checked non-NULL; the caller's key (docs/safety.md §7).
-        let k = unsafe { slice(&*key) };
-        let r = match &t.kind {
-            // A read transaction has no child and never breaks: straight to the engine.
-            Kind::Ro(r) => r.get(db, k),
-            _ => tri!(t.view()).get(db, k),
+        let r = match tri!(t.view()) {
+            View::Ro(r) => return get_ro(r, &db, key, data),
+            View::Rw(w) => {
+                // SAFETY: checked non-NULL; the caller's key (docs/safety.md §7).
+                w.get(db, unsafe { slice(&*key) })
+            }
         };
         match r {
             Ok(Some(v)) => {
@@ -196,6 +248,85 @@ pub unsafe extern "C" fn mdb_get(
 /// MDB_RESERVE returns the space to fill in `data`).
 #[no_mangle]
 pub unsafe extern "C" fn mdb_put(
+    txn: *mut MDB_txn,
+    dbi: MDB_dbi,
+    key: *mut MDB_val,
+    data: *mut MDB_val,
+    flags: c_uint,
+) -> c_int {
+    // The common case, tested here and handed on by a jump (as in mdb_get): a plain put (no
+    // MDB_RESERVE, no MDB_MULTIPLE) in a top-level write transaction that is usable and has no
+    // cursor to park, to a handle it has cached.
+    // SAFETY: NULL or a live handle of this library (docs/safety.md §7).
+    if let Some(t) = unsafe { txn.as_mut() } {
+        if flags & !PUT_FLAGS == 0 && !key.is_null() && !data.is_null() {
+            if let (Some(w), Some(Some(d))) = (t.plain_rw(), t.dbis().get(dbi as usize)) {
+                return put_plain(w, &d.db, key, data, flags, txn);
+            }
+        }
+    }
+    // SAFETY: the caller's arguments, passed on.
+    unsafe { put_general(txn, dbi, key, data, flags) }
+}
+
+/// A plain put in a write transaction `w` (the engine object of `txn`), `key` and `data`
+/// checked non-NULL.
+#[inline(never)]
+extern "C" fn put_plain(
+    w: *mut RwTxn<'static>,
+    db: &Database,
+    key: *mut MDB_val,
+    data: *mut MDB_val,
+    flags: c_uint,
+    txn: *mut MDB_txn,
+) -> c_int {
+    // A copy: `db` points into the handle, which an error's handling borrows mutably.
+    let db = *db;
+    guard(|| {
+        // SAFETY: the write transaction's box, live until it ends; nothing else borrows it
+        // (no child, no cursor); docs/safety.md §7.
+        let w = unsafe { &mut *w };
+        // SAFETY: checked non-NULL by the caller; the caller's key and value (docs/safety.md
+        // §7).
+        let (k, v) = unsafe { (slice(&*key), slice(&*data)) };
+        match w.put(db, k, v, PutFlags::from_bits_retain(flags)) {
+            Ok(()) => 0,
+            // SAFETY: the caller's live handle (docs/safety.md §7); `w` is not used again.
+            Err(e) => put_failed(unsafe { &mut *txn }, db, k, data, flags, e),
+        }
+    })
+}
+
+/// mdb_put's answer to an engine error: LMDB's code, with the existing value for
+/// MDB_NOOVERWRITE, and the transaction marked broken after the errors LMDB's refuses it for.
+#[cold]
+#[inline(never)]
+fn put_failed(
+    t: &mut MDB_txn,
+    db: Database,
+    k: &[u8],
+    data: *mut MDB_val,
+    flags: c_uint,
+    e: cairn::Error,
+) -> c_int {
+    if matches!(e, cairn::Error::KeyExists) && flags & crate::MDB_NOOVERWRITE != 0 {
+        // LMDB hands back the existing value (a DUPSORT key's first one).
+        if let Ok(w) = t.rw() {
+            if let Ok(Some(old)) = w.get(db, k) {
+                set_val(data, old);
+            }
+        }
+        return crate::MDB_KEYEXIST;
+    }
+    t.fail(&e)
+}
+
+/// mdb_put in every case.
+///
+/// # Safety
+/// mdb_put's arguments.
+#[inline(never)]
+unsafe extern "C" fn put_general(
     txn: *mut MDB_txn,
     dbi: MDB_dbi,
     key: *mut MDB_val,
@@ -230,14 +361,7 @@ pub unsafe extern "C" fn mdb_put(
         };
         match r {
             Ok(()) => 0,
-            Err(cairn::Error::KeyExists) if flags & crate::MDB_NOOVERWRITE != 0 => {
-                // LMDB hands back the existing value (a DUPSORT key's first one).
-                if let Ok(Some(old)) = w.get(d.db, k) {
-                    set_val(data, old);
-                }
-                crate::MDB_KEYEXIST
-            }
-            Err(e) => t.fail(&e),
+            Err(e) => put_failed(t, d.db, k, data, flags, e),
         }
     })
 }

@@ -123,16 +123,25 @@ pub(crate) fn code(e: &cairn::Error) -> c_int {
     }
 }
 
-/// A byte slice from an `MDB_val` (empty for a NULL or zero-sized one).
+/// LMDB's code for an engine error, out of line: the hot paths neither drop an error nor keep
+/// registers for one.
+#[cold]
+#[inline(never)]
+pub(crate) fn fail_code(e: cairn::Error) -> c_int {
+    code(&e)
+}
+
+/// A byte slice from an `MDB_val` (empty for a NULL one).
 ///
 /// # Safety
-/// `v.mv_data` must point to `v.mv_size` readable bytes for `'a`.
+/// `v.mv_data` must be NULL or point to `v.mv_size` readable bytes for `'a`.
+#[inline]
 pub(crate) unsafe fn slice<'a>(v: &MDB_val) -> &'a [u8] {
-    if v.mv_size == 0 || v.mv_data.is_null() {
+    if v.mv_data.is_null() {
         return &[];
     }
-    // SAFETY: the caller's MDB_val describes readable memory (lmdb.h contract), see
-    // docs/safety.md §7.
+    // SAFETY: the caller's MDB_val describes readable memory (lmdb.h contract; a zero size
+    // with any non-NULL address is a valid empty slice of bytes), see docs/safety.md §7.
     unsafe { std::slice::from_raw_parts(v.mv_data as *const u8, v.mv_size) }
 }
 

@@ -57,12 +57,6 @@ pub(crate) enum View<'a> {
 }
 
 impl<'a> View<'a> {
-    pub(crate) fn get(&self, db: cairn::Database, key: &[u8]) -> cairn::Result<Option<&'a [u8]>> {
-        match self {
-            View::Ro(t) => t.get(db, key),
-            View::Rw(t) => t.get(db, key),
-        }
-    }
     pub(crate) fn cursor(&self, db: cairn::Database) -> cairn::Result<cairn::Cursor<'a>> {
         match self {
             View::Ro(t) => t.cursor(db),
@@ -114,6 +108,18 @@ impl MDB_txn {
             Kind::Rw(p) => Ok(*p),
             // SAFETY: the Nested box lives until this transaction ends (docs/safety.md §7).
             Kind::Nested(p) => Ok(unsafe { &mut ***p } as *mut RwTxn<'static>),
+        }
+    }
+
+    /// The engine object of a top-level write transaction that can write at once: usable (no
+    /// child, not broken) and with no cursor to park. None for any other.
+    #[inline]
+    pub(crate) fn plain_rw(&self) -> Option<*mut RwTxn<'static>> {
+        match self.kind {
+            Kind::Rw(p) if self.child.is_null() && !self.broken && self.cursors.is_empty() => {
+                Some(p)
+            }
+            _ => None,
         }
     }
 
@@ -177,6 +183,12 @@ impl MDB_txn {
         Ok(d)
     }
 
+    /// The handles this transaction has cached (a `None` is looked up by [`Self::dbi`]).
+    #[inline]
+    pub(crate) fn dbis(&self) -> &[Option<Dbi>; DBI_CACHE] {
+        &self.dbis
+    }
+
     /// Drops a cached handle (opened again, closed, dropped or given a comparator).
     pub(crate) fn forget_cached(&mut self, dbi: MDB_dbi) {
         if let Some(s) = self.dbis.get_mut(dbi as usize) {
@@ -192,21 +204,11 @@ impl MDB_txn {
 /// A blank handle (kind `Reset`, for the caller to set): the environment's spare box if there
 /// is one, else a new one. The kind is not a parameter: moving a `Kind` copies a whole
 /// read transaction's worth of bytes.
+#[inline]
 fn new_txn(e: &MDB_env, env: *mut MDB_env, parent: *mut MDB_txn) -> *mut MDB_txn {
     let t = e.spare.swap(std::ptr::null_mut(), Ordering::SeqCst);
     if t.is_null() {
-        // A new handle is counted; the spare one was counted when it was made.
-        e.txn_allocated();
-        return Box::into_raw(Box::new(MDB_txn {
-            env,
-            kind: Kind::Reset,
-            parent,
-            child: std::ptr::null_mut(),
-            cursors: Vec::new(),
-            dbis: [None; DBI_CACHE],
-            dbi_gen: e.dbi_gen.load(Ordering::Acquire),
-            broken: false,
-        }));
+        return alloc_txn(e, env, parent);
     }
     // SAFETY: the spare box is blank and owned by whoever takes it from the slot
     // (docs/safety.md §7); it belongs to this environment.
@@ -221,6 +223,23 @@ fn new_txn(e: &MDB_env, env: *mut MDB_env, parent: *mut MDB_txn) -> *mut MDB_txn
     t
 }
 
+/// A new blank handle (no spare one to take), counted in the environment's state.
+#[cold]
+#[inline(never)]
+fn alloc_txn(e: &MDB_env, env: *mut MDB_env, parent: *mut MDB_txn) -> *mut MDB_txn {
+    e.txn_allocated();
+    Box::into_raw(Box::new(MDB_txn {
+        env,
+        kind: Kind::Reset,
+        parent,
+        child: std::ptr::null_mut(),
+        cursors: Vec::new(),
+        dbis: [None; DBI_CACHE],
+        dbi_gen: e.dbi_gen.load(Ordering::Acquire),
+        broken: false,
+    }))
+}
+
 /// Gives up a finished handle: blanks it into the environment's spare slot (still counted in
 /// `MDB_env::state`), or frees and uncounts it. Frees the environment if it was closed and
 /// this was its last handle.
@@ -228,6 +247,7 @@ fn new_txn(e: &MDB_env, env: *mut MDB_env, parent: *mut MDB_txn) -> *mut MDB_txn
 /// # Safety
 /// `t` is a finished handle of the live environment `env` that nothing refers to any more;
 /// the caller does not use `env` afterwards.
+#[inline]
 unsafe fn recycle(env: *mut MDB_env, t: *mut MDB_txn) {
     // SAFETY: docs/safety.md §7: the caller's handle, unreferenced now.
     let b = unsafe { &mut *t };
@@ -243,16 +263,27 @@ unsafe fn recycle(env: *mut MDB_env, t: *mut MDB_txn) {
         .compare_exchange(std::ptr::null_mut(), t, Ordering::SeqCst, Ordering::Relaxed)
         .is_ok();
     if !parked {
-        // SAFETY: docs/safety.md §7: created by Box::into_raw in new_txn; nothing refers to it.
-        drop(unsafe { Box::from_raw(t) });
-        // SAFETY: docs/safety.md §7: live until this call, which uncounts the handle just freed.
-        unsafe { MDB_env::txn_freed(env) };
+        // SAFETY: docs/safety.md §7: the caller's contract, passed on.
+        unsafe { free_txn(env, t) };
     } else if e.state.load(Ordering::SeqCst) & CLOSED != 0 {
         // Closed meanwhile: mdb_env_close may have looked at the slot before this handle was
         // parked there, so whoever of the two finds it frees it (and maybe the environment).
         // SAFETY: docs/safety.md §7: live (the parked handle is counted) and closed.
         unsafe { MDB_env::reclaim_spare(env) };
     }
+}
+
+/// Frees and uncounts a finished handle that found the spare slot taken.
+///
+/// # Safety
+/// As for [`recycle`].
+#[cold]
+#[inline(never)]
+unsafe fn free_txn(env: *mut MDB_env, t: *mut MDB_txn) {
+    // SAFETY: docs/safety.md §7: created by Box::into_raw in alloc_txn; nothing refers to it.
+    drop(unsafe { Box::from_raw(t) });
+    // SAFETY: docs/safety.md §7: live until this call, which uncounts the handle just freed.
+    unsafe { MDB_env::txn_freed(env) };
 }
 
 /// Frees a spare handle (the environment's Drop).
@@ -275,32 +306,86 @@ pub unsafe extern "C" fn mdb_txn_begin(
     flags: c_uint,
     txn: *mut *mut MDB_txn,
 ) -> c_int {
+    // Two functions of their own, reached by a jump: the write path's large frame (a write
+    // transaction is built on the stack) is not paid by a read transaction.
+    if flags & MDB_RDONLY != 0 {
+        // SAFETY: the caller's arguments, passed on.
+        unsafe { begin_read(env, parent, txn) }
+    } else {
+        // SAFETY: as above.
+        unsafe { begin_write(env, parent, txn) }
+    }
+}
+
+// `extern "C"` (they catch every panic, so they cannot unwind): a call between C-ABI
+// functions that cannot unwind needs no landing pad, so mdb_txn_begin's calls are jumps.
+
+/// mdb_txn_begin's first checks: a handle, an out-parameter, an opened environment.
+#[inline(always)]
+fn begin_checks<'e>(
+    env: *mut MDB_env,
+    txn: *mut *mut MDB_txn,
+) -> Result<(&'e MDB_env, &'static cairn::Env), c_int> {
+    if env.is_null() || txn.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: a non-NULL handle from this library (docs/safety.md §7).
+    let e = unsafe { &*env };
+    Ok((e, env_static(e)?))
+}
+
+/// mdb_txn_begin with MDB_RDONLY.
+///
+/// # Safety
+/// mdb_txn_begin's arguments.
+#[inline(never)]
+unsafe extern "C" fn begin_read(
+    env: *mut MDB_env,
+    parent: *mut MDB_txn,
+    txn: *mut *mut MDB_txn,
+) -> c_int {
     guard(|| {
-        let e = handle!(env);
-        if txn.is_null() {
-            return libc::EINVAL;
+        let (e, en) = tri!(begin_checks(env, txn));
+        if !parent.is_null() {
+            // No nesting under MDB_RDONLY; LMDB's codes: EINVAL under a read-only parent,
+            // MDB_BAD_TXN under a write one.
+            // SAFETY: a live handle (docs/safety.md §7).
+            return if unsafe { &*parent }.is_write() {
+                MDB_BAD_TXN
+            } else {
+                libc::EINVAL
+            };
         }
-        let en = tri!(env_static(e));
-        if flags & MDB_RDONLY != 0 {
-            if !parent.is_null() {
-                return libc::EINVAL;
+        // The snapshot goes into the (usually recycled) box; no allocation on the way.
+        let t = new_txn(e, env, std::ptr::null_mut());
+        match en.read_txn() {
+            // SAFETY: docs/safety.md §7: the blank handle new_txn just gave this call; its kind
+            // is `Reset`, which owns nothing, so it is overwritten without a drop.
+            Ok(r) => unsafe { std::ptr::write(&mut (*t).kind, Kind::Ro(r)) },
+            Err(err) => {
+                // SAFETY: docs/safety.md §7: as above; nothing else refers to it.
+                unsafe { recycle(env, t) };
+                return crate::code(&err);
             }
-            // The snapshot is taken straight into the (usually recycled) box: no copy of the
-            // engine transaction on the way.
-            let t = new_txn(e, env, parent);
-            match en.read_txn() {
-                // SAFETY: docs/safety.md §7: the blank handle new_txn just gave this call.
-                Ok(r) => unsafe { (*t).kind = Kind::Ro(r) },
-                Err(err) => {
-                    // SAFETY: docs/safety.md §7: as above; nothing else refers to it.
-                    unsafe { recycle(env, t) };
-                    return crate::code(&err);
-                }
-            }
-            // SAFETY: docs/safety.md §7: checked non-NULL out-parameter.
-            unsafe { *txn = t };
-            return 0;
         }
+        // SAFETY: docs/safety.md §7: checked non-NULL out-parameter.
+        unsafe { *txn = t };
+        0
+    })
+}
+
+/// mdb_txn_begin without MDB_RDONLY: a write transaction, nested if `parent` is not NULL.
+///
+/// # Safety
+/// mdb_txn_begin's arguments.
+#[inline(never)]
+unsafe extern "C" fn begin_write(
+    env: *mut MDB_env,
+    parent: *mut MDB_txn,
+    txn: *mut *mut MDB_txn,
+) -> c_int {
+    guard(|| {
+        let (e, en) = tri!(begin_checks(env, txn));
         let kind = if parent.is_null() {
             if en.is_read_only() {
                 return libc::EACCES;
@@ -350,6 +435,10 @@ enum Writer {
 }
 
 /// Ends `txn` (commit or abort) and frees it; its live child ends first.
+///
+/// # Safety
+/// `txn` is a live handle, which the caller gives up.
+#[inline(always)]
 unsafe fn finish(txn: *mut MDB_txn, commit: bool) -> c_int {
     // SAFETY: a live handle (docs/safety.md §7).
     let t = unsafe { &mut *txn };
@@ -358,11 +447,22 @@ unsafe fn finish(txn: *mut MDB_txn, commit: bool) -> c_int {
         // nothing to commit. Its snapshot ends here (dropped in place).
         t.kind = Kind::Reset;
         // SAFETY: docs/safety.md §7: finished; the caller gives it up; the environment is live
-        // until this
-        // handle is uncounted.
+        // until this handle is uncounted.
         unsafe { recycle(t.env, txn) };
         return 0;
     }
+    // SAFETY: the caller's contract, passed on.
+    unsafe { finish_general(txn, commit) }
+}
+
+/// [`finish`] for a write transaction or one with cursors.
+///
+/// # Safety
+/// As for [`finish`].
+#[inline(never)]
+unsafe fn finish_general(txn: *mut MDB_txn, commit: bool) -> c_int {
+    // SAFETY: a live handle (docs/safety.md §7).
+    let t = unsafe { &mut *txn };
     let mut rc = 0;
     if !t.child.is_null() {
         // SAFETY: docs/safety.md §7: the child is live while registered.

@@ -11,6 +11,7 @@ int main(void) {
 	EXPECT(mdb_env_open(NULL, "/tmp", 0, 0644), EINVAL);
 	EXPECT(mdb_env_stat(NULL, &st), EINVAL);
 	EXPECT(mdb_txn_begin(NULL, NULL, 0, NULL), EINVAL);
+	EXPECT(mdb_txn_begin(NULL, NULL, MDB_RDONLY, NULL), EINVAL);
 	EXPECT(mdb_txn_commit(NULL), EINVAL);
 	mdb_txn_abort(NULL);
 	mdb_env_close(NULL);
@@ -27,10 +28,12 @@ int main(void) {
 	MDB_txn *txn, *child;
 	CHECK(mdb_env_create(&env));
 	EXPECT(mdb_txn_begin(env, NULL, 0, &txn), EINVAL);
+	EXPECT(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), EINVAL);
 	mdb_env_close(env);
 
 	env = open_env("t_misuse", 0, 0);
 	CHECK(mdb_env_set_mapsize(env, 1 << 20));
+	EXPECT(mdb_txn_begin(env, NULL, MDB_RDONLY, NULL), EINVAL);
 	CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn));
 	CHECK(mdb_dbi_open(txn, NULL, 0, &dbi));
 	EXPECT(mdb_put(txn, dbi, &k, &v, 0), EACCES);
