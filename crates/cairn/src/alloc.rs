@@ -14,7 +14,8 @@
 //!   (loading re-examines every pending run against the pins of its time), and the change
 //!   holds whatever the transaction does, so it is neither persisted nor undone.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use crate::txn::PageMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One run of free pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,11 +76,17 @@ pub struct FreeState {
     reusable: BTreeSet<u64>,
     /// Pending runs grouped by the pinned snapshot that blocked them at the last `release`
     /// (key 0: not examined since they became pending). A group needs another look only when
-    /// its pin goes away, so `release` costs what changed, not what is pending.
-    pending: BTreeMap<u64, BTreeSet<u64>>,
+    /// its pin goes away, so `release` costs what changed, not what is pending. The lists
+    /// only grow between looks: a start is listed in group g while `pending_group` says g,
+    /// and entries that no longer say so (the run was taken, merged, or re-listed) are
+    /// skipped when the group is examined, so that freeing a page costs a push, not a
+    /// search-tree insert and removal.
+    pending: BTreeMap<u64, Vec<u64>>,
     /// Start of a pending run -> its group in `pending`.
-    pending_group: HashMap<u64, u64>,
-    dirty: BTreeSet<u64>,
+    pending_group: PageMap<u64>,
+    /// Starts changed since the last `take_dirty`, with repeats (sorted and deduplicated
+    /// there).
+    dirty: Vec<u64>,
     undo: Vec<(u64, Option<Run>)>,
     reusable_pages: u64,
     pending_pages: u64,
@@ -97,7 +104,7 @@ impl FreeState {
             self.reusable.insert(start);
             self.reusable_pages += r.len;
         } else {
-            self.pending.entry(0).or_default().insert(start);
+            self.pending.entry(0).or_default().push(start);
             self.pending_group.insert(start, 0);
             self.pending_pages += r.len;
         }
@@ -107,14 +114,9 @@ impl FreeState {
         if r.freed == 0 {
             self.reusable.remove(&start);
             self.reusable_pages -= r.len;
-        } else if let Some(g) = self.pending_group.remove(&start) {
+        } else if self.pending_group.remove(&start).is_some() {
+            // Its entry in the group's list goes stale (see `pending`).
             self.pending_pages -= r.len;
-            if let Some(s) = self.pending.get_mut(&g) {
-                s.remove(&start);
-                if s.is_empty() {
-                    self.pending.remove(&g);
-                }
-            }
         }
     }
 
@@ -132,7 +134,7 @@ impl FreeState {
             self.index(start, r);
         }
         self.undo.push((start, old));
-        self.dirty.insert(start);
+        self.dirty.push(start);
     }
 
     /// Length of the undo log (a nesting mark).
@@ -159,9 +161,12 @@ impl FreeState {
         self.undo.clear();
     }
 
-    /// Takes the keys changed since the last call, to persist them.
-    pub fn take_dirty(&mut self) -> BTreeSet<u64> {
-        std::mem::take(&mut self.dirty)
+    /// Takes the keys changed since the last call, to persist them (ascending, once each).
+    pub fn take_dirty(&mut self) -> Vec<u64> {
+        let mut d = std::mem::take(&mut self.dirty);
+        d.sort_unstable();
+        d.dedup();
+        d
     }
 
     /// Whether every change has been persisted.
@@ -258,14 +263,19 @@ impl FreeState {
             .collect();
         let mut ready = Vec::new();
         for g in stale {
-            let starts: Vec<u64> = self.pending[&g].iter().copied().collect();
+            let mut starts = self.pending.remove(&g).unwrap_or_default();
+            starts.sort_unstable();
+            starts.dedup();
             for s in starts {
+                if self.pending_group.get(&s) != Some(&g) {
+                    continue; // a stale entry
+                }
                 let r = self.runs[&s];
                 // The first pinned snapshot at or after the birth must be at or after `freed`.
                 let i = pinned.partition_point(|&p| p < r.birth);
                 match pinned.get(i) {
-                    Some(&p) if p < r.freed => self.regroup(s, g, p),
-                    // Stays in group `g` until `set` below unindexes it.
+                    Some(&p) if p < r.freed => self.regroup(s, p),
+                    // Listed in no group now; `set` below unindexes it.
                     _ => ready.push((s, r.len)),
                 }
             }
@@ -294,15 +304,10 @@ impl FreeState {
         }
     }
 
-    /// Moves pending run `s` from group `from` to the group of the snapshot `to` blocking it.
-    fn regroup(&mut self, s: u64, from: u64, to: u64) {
-        if let Some(set) = self.pending.get_mut(&from) {
-            set.remove(&s);
-            if set.is_empty() {
-                self.pending.remove(&from);
-            }
-        }
-        self.pending.entry(to).or_default().insert(s);
+    /// Lists pending run `s` (taken from its group's list) in the group of the snapshot `to`
+    /// blocking it.
+    fn regroup(&mut self, s: u64, to: u64) {
+        self.pending.entry(to).or_default().push(s);
         self.pending_group.insert(s, to);
     }
 
