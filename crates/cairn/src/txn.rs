@@ -186,7 +186,6 @@ impl<'env> RoTxn<'env> {
     }
 
     /// The value stored under `key`, borrowed from the map for the transaction's life.
-    #[inline]
     pub fn get(&self, db: Database, key: &[u8]) -> Result<Option<&[u8]>> {
         // The hot path reads the record and order in place (no clone): the main database, or
         // one cached by an earlier call.
