@@ -8,9 +8,9 @@
 
 use crate::env::{env_static, handle, trc, tri, Dbi};
 use crate::txn::{Kind, MDB_txn, View};
-use crate::{guard, set_val, slice, MDB_cmp_func, MDB_dbi, MDB_stat, MDB_val};
+use crate::{guard, set_val, slice, val_of, MDB_cmp_func, MDB_dbi, MDB_stat, MDB_val};
 use crate::{MDB_DBS_FULL, MDB_MULTIPLE, MDB_NOTFOUND, MDB_RESERVE};
-use cairn::{Database, DbFlags, PutFlags, RoTxn, RwTxn};
+use cairn::{Database, DbFlags, PutFlags, RwTxn};
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_uint, c_void};
 
@@ -168,80 +168,55 @@ pub unsafe extern "C" fn mdb_get(
     key: *mut MDB_val,
     data: *mut MDB_val,
 ) -> c_int {
-    // The common case, tested here and handed on by a jump (this function calls the engine
-    // nowhere, so it needs no frame): a read transaction (no child, never broken: no state to
-    // test) and a handle it has cached.
-    // SAFETY: NULL or a live handle of this library (docs/safety.md §7).
-    if let Some(t) = unsafe { txn.as_ref() } {
-        if let (Kind::Ro(r), Some(Some(d))) = (&t.kind, t.dbis().get(dbi as usize)) {
-            if !key.is_null() && !data.is_null() {
-                return get_ro(r, &d.db, key, data);
-            }
-        }
-    }
-    // SAFETY: the caller's arguments, passed on.
-    unsafe { get_general(txn, dbi, key, data) }
-}
-
-// mdb_get's callees are `extern "C"` (they catch every panic, so they cannot unwind): a call
-// between C-ABI functions that cannot unwind needs no landing pad, so it compiles to a jump.
-
-/// A get in a read transaction, `key` and `data` checked non-NULL. The only caller of
-/// `RoTxn::get` in this crate, so that the engine's function is inlined here.
-#[inline(never)]
-extern "C" fn get_ro(
-    r: &RoTxn<'static>,
-    db: &Database,
-    key: *mut MDB_val,
-    data: *mut MDB_val,
-) -> c_int {
     guard(|| {
-        // SAFETY: checked non-NULL by the caller; the caller's key (docs/safety.md §7).
-        let k = unsafe { slice(&*key) };
-        match r.get(*db, k) {
-            Ok(Some(v)) => {
-                set_val(data, v);
-                0
+        // The common case, with nothing else inlined beside it so that it needs few
+        // registers: a read transaction (no child, never broken: no state to test) and a
+        // handle it has cached.
+        // SAFETY: NULL or a live handle of this library (docs/safety.md §7).
+        if let Some(t) = unsafe { txn.as_ref() } {
+            if let (Kind::Ro(r), Some(Some(d))) = (&t.kind, t.dbis().get(dbi as usize)) {
+                if !key.is_null() && !data.is_null() {
+                    // SAFETY: checked non-NULL; the caller's key (docs/safety.md §7).
+                    let k = unsafe { slice(&*key) };
+                    return match r.get(d.db, k) {
+                        Ok(Some(v)) => {
+                            // SAFETY: checked non-NULL; the caller's out-parameter
+                            // (docs/safety.md §7).
+                            unsafe { *data = val_of(v) };
+                            0
+                        }
+                        Ok(None) => MDB_NOTFOUND,
+                        Err(e) => crate::fail_code(e),
+                    };
+                }
             }
-            Ok(None) => MDB_NOTFOUND,
-            Err(e) => crate::fail_code(e),
         }
+        get_general(txn, dbi, key, data)
     })
 }
 
 /// mdb_get in every case.
-///
-/// # Safety
-/// mdb_get's arguments.
 #[inline(never)]
-unsafe extern "C" fn get_general(
-    txn: *mut MDB_txn,
-    dbi: MDB_dbi,
-    key: *mut MDB_val,
-    data: *mut MDB_val,
-) -> c_int {
-    guard(|| {
-        let t = handle!(txn);
-        if key.is_null() || data.is_null() {
-            return libc::EINVAL;
+fn get_general(txn: *mut MDB_txn, dbi: MDB_dbi, key: *mut MDB_val, data: *mut MDB_val) -> c_int {
+    let t = handle!(txn);
+    if key.is_null() || data.is_null() {
+        return libc::EINVAL;
+    }
+    let db = tri!(t.dbi(dbi)).db;
+    // SAFETY: checked non-NULL; the caller's key (docs/safety.md §7).
+    let k = unsafe { slice(&*key) };
+    let r = match tri!(t.view()) {
+        View::Ro(r) => r.get(db, k),
+        View::Rw(w) => w.get(db, k),
+    };
+    match r {
+        Ok(Some(v)) => {
+            set_val(data, v);
+            0
         }
-        let db = tri!(t.dbi(dbi)).db;
-        let r = match tri!(t.view()) {
-            View::Ro(r) => return get_ro(r, &db, key, data),
-            View::Rw(w) => {
-                // SAFETY: checked non-NULL; the caller's key (docs/safety.md §7).
-                w.get(db, unsafe { slice(&*key) })
-            }
-        };
-        match r {
-            Ok(Some(v)) => {
-                set_val(data, v);
-                0
-            }
-            Ok(None) => MDB_NOTFOUND,
-            Err(e) => crate::code(&e),
-        }
-    })
+        Ok(None) => MDB_NOTFOUND,
+        Err(e) => crate::code(&e),
+    }
 }
 
 /// Stores a pair (MDB_NOOVERWRITE hands back the existing value with MDB_KEYEXIST;

@@ -152,8 +152,14 @@ pub(crate) fn set_val(v: *mut MDB_val, s: &[u8]) {
         return;
     }
     // SAFETY: `v` is a caller's non-NULL out-parameter (docs/safety.md §7).
-    unsafe {
-        (*v).mv_size = s.len();
-        (*v).mv_data = s.as_ptr() as *mut libc::c_void;
+    unsafe { *v = val_of(s) };
+}
+
+/// An `MDB_val` describing `s`.
+#[inline]
+pub(crate) fn val_of(s: &[u8]) -> MDB_val {
+    MDB_val {
+        mv_size: s.len(),
+        mv_data: s.as_ptr() as *mut libc::c_void,
     }
 }

@@ -255,7 +255,19 @@ unsafe fn recycle(env: *mut MDB_env, t: *mut MDB_txn) {
     b.child = std::ptr::null_mut();
     b.broken = false;
     b.cursors.clear();
-    debug_assert!(matches!(b.kind, Kind::Reset));
+    // SAFETY: the caller's contract, passed on; the handle is blank now.
+    unsafe { park_spare(env, t) };
+}
+
+/// [`recycle`] for a handle that is blank already.
+///
+/// # Safety
+/// As for [`recycle`], and `t` is blank (kind `Reset`, no parent, child or cursors, not
+/// broken).
+#[inline]
+unsafe fn park_spare(env: *mut MDB_env, t: *mut MDB_txn) {
+    // SAFETY: docs/safety.md §7: the caller's blank handle.
+    debug_assert!(matches!(unsafe { &(*t).kind }, Kind::Reset));
     // SAFETY: docs/safety.md §7: live: this handle is counted in its state.
     let e = unsafe { &*env };
     let parked = e
@@ -442,13 +454,15 @@ enum Writer {
 unsafe fn finish(txn: *mut MDB_txn, commit: bool) -> c_int {
     // SAFETY: a live handle (docs/safety.md §7).
     let t = unsafe { &mut *txn };
-    if !t.is_write() && t.cursors.is_empty() {
+    if matches!(t.kind, Kind::Ro(_)) && t.cursors.is_empty() {
         // The common short read transaction: no child, no parent, no cursor to detach,
-        // nothing to commit. Its snapshot ends here (dropped in place).
+        // nothing to commit, never broken, so the handle is blank once its snapshot ends here
+        // (dropped in place).
+        debug_assert!(t.parent.is_null() && t.child.is_null() && !t.broken);
         t.kind = Kind::Reset;
-        // SAFETY: docs/safety.md §7: finished; the caller gives it up; the environment is live
-        // until this handle is uncounted.
-        unsafe { recycle(t.env, txn) };
+        // SAFETY: docs/safety.md §7: finished and blank; the caller gives it up; the
+        // environment is live until this handle is uncounted.
+        unsafe { park_spare(t.env, txn) };
         return 0;
     }
     // SAFETY: the caller's contract, passed on.
