@@ -2,8 +2,9 @@
 //! C or C++ program moves to Cairn by relinking (or, already linked, through LD_LIBRARY_PATH).
 //!
 //! Invariants (docs/safety.md §7):
-//! - Every exported function runs its body under `catch_unwind` ([`guard`]): no Rust panic
-//!   crosses into C; a panic becomes `MDB_PANIC`.
+//! - Every exported function runs its body under `catch_unwind` ([`guard`]), or only tests
+//!   its arguments and jumps to an `extern "C"` function of this crate that does (the hot
+//!   paths): no Rust panic crosses into C; a panic becomes `MDB_PANIC`.
 //! - Handles are heap boxes handed to C as raw pointers. A NULL handle gives `EINVAL`; a
 //!   handle already freed is the caller's bug, as in LMDB.
 //! - A transaction's engine object (`RoTxn`/`RwTxn`) borrows the `Env` inside its `MDB_env`
