@@ -370,7 +370,8 @@ extern "C" fn seek<const KEY: bool>(
                 set_val(data, v);
                 0
             }
-            Ok(None) => missed(c, k),
+            // The key again from `key` (unchanged), not kept across the call.
+            Ok(None) => missed(c, key),
             Err(e) => crate::fail_code(e),
         }
     })
@@ -380,7 +381,9 @@ extern "C" fn seek<const KEY: bool>(
 /// path keeps few registers.
 #[cold]
 #[inline(never)]
-fn missed(c: &mut MDB_cursor, k: &[u8]) -> c_int {
+fn missed(c: &mut MDB_cursor, key: *mut MDB_val) -> c_int {
+    // SAFETY: checked non-NULL by `seek`; the caller's key (docs/safety.md §7).
+    let k = unsafe { slice(&*key) };
     let dupsort = c.dupsort();
     let Some(cur) = c.cur.as_mut() else {
         return libc::EINVAL;
