@@ -10,11 +10,14 @@
 use crate::convert::{arg, finish, grab, Out};
 use crate::env::PyDatabase;
 use crate::errors::{self, closed};
+use crate::fastcall::enter;
 use crate::state::{lock, Saved, Slot, TxnState};
 use crate::txn::{flags_for, pair, put_result, Transaction};
 use cairn::PutFlags;
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyList, PyMemoryView};
+use pyo3::Borrowed;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, MutexGuard};
 
@@ -705,18 +708,15 @@ pub struct Iter {
     started: AtomicBool,
 }
 
-#[pymethods]
 impl Iter {
-    #[allow(clippy::self_named_constructors, reason = "Python's iterator protocol")]
-    fn __iter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    /// The next item, or None at the end.
+    #[inline]
+    fn next_item<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let c = self.cursor.get();
         let cur = {
             let mut g = c.lock()?;
-            if self.started.swap(true, Ordering::Relaxed) {
+            // A plain load and store: only the thread holding the transaction lock gets here.
+            if self.started.load(Ordering::Relaxed) {
                 let sl = c.slot(&mut g)?;
                 if !sl.valid {
                     return Ok(None);
@@ -730,6 +730,7 @@ impl Iter {
                     )),
                 }
             } else {
+                self.started.store(true, Ordering::Relaxed);
                 c.current(py, &mut g, self.keys, self.values)?
             }
         };
@@ -744,4 +745,31 @@ impl Iter {
             Some((None, None)) => Some(py.None().into_bound(py)),
         })
     }
+}
+
+#[pymethods]
+impl Iter {
+    #[allow(clippy::self_named_constructors, reason = "Python's iterator protocol")]
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    /// The next item (`next()` and `for` reach it through [`iter_next_entry`]).
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.next_item(py)
+    }
+}
+
+/// The `tp_iternext` slot of the cursor iterator, called by CPython (see crate::fastcall):
+/// the next item, or NULL without an exception at the end.
+pub(crate) unsafe extern "C" fn iter_next_entry(slf: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    enter(|py| {
+        // SAFETY: docs/safety.md §6, "Entry points": the slot of `Iter`, which cannot be
+        // subclassed, is called on its instances only.
+        let it = unsafe { Borrowed::from_ptr(py, slf).cast_unchecked::<Iter>() };
+        Ok(it
+            .get()
+            .next_item(py)?
+            .map_or(std::ptr::null_mut(), Bound::into_ptr))
+    })
 }

@@ -16,6 +16,7 @@ mod convert;
 mod cursor;
 mod env;
 mod errors;
+mod fastcall;
 mod state;
 mod txn;
 
@@ -53,6 +54,12 @@ fn _cairn(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<cursor::Cursor>()?;
     m.add_class::<cursor::Iter>()?;
     m.add_class::<convert::Buffer>()?;
+    // The per-operation methods, as plain CPython entry points (see `fastcall`).
+    let py = m.py();
+    let txn = py.get_type::<txn::Transaction>();
+    fastcall::install_method(&txn, c"get", txn::get_entry, txn::GET_DOC)?;
+    fastcall::install_method(&txn, c"put", txn::put_entry, txn::PUT_DOC)?;
+    fastcall::install_iternext(&py.get_type::<cursor::Iter>(), cursor::iter_next_entry);
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(enable_drop_gil, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

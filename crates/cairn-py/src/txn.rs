@@ -8,10 +8,14 @@ use crate::convert::{arg, finish, grab};
 use crate::cursor::Cursor;
 use crate::env::{stat_dict, Environment, PyDatabase};
 use crate::errors::{self, closed};
+use crate::fastcall::{enter, match_args, opt_bool, opt_class};
 use crate::state::{lock, thread_tag, Kind, TxnShared, TxnState};
 use cairn::{Database, PutFlags};
+use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyTuple};
+use pyo3::Borrowed;
+use std::ffi::CStr;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -137,6 +141,53 @@ impl Transaction {
             Some(d) => (d.get().db, d.get().dup()),
             None => (self.dbv, self.dup),
         }
+    }
+
+    /// `Transaction.get` (entry point: [`get_entry`]).
+    #[inline]
+    fn get_impl<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        default: Option<Borrowed<'_, 'py, PyAny>>,
+        db: Option<&Bound<'py, PyDatabase>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let k = arg(key)?;
+        let (dbv, _) = self.dbv(db);
+        let out = {
+            let g = self.state()?;
+            let st = g.as_ref().expect("checked");
+            st.get(dbv, &k)
+                .map_err(errors::map)?
+                .map(|v| grab(py, &self.shared, v))
+        };
+        match out {
+            Some(o) => finish(py, &self.shared, o),
+            None => Ok(default.map_or_else(|| py.None().into_bound(py), |d| d.to_owned())),
+        }
+    }
+
+    /// `Transaction.put` (entry point: [`put_entry`]).
+    #[inline]
+    fn put_impl(
+        &self,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        flags: (bool, bool, bool),
+        db: Option<&Bound<'_, PyDatabase>>,
+    ) -> PyResult<bool> {
+        let (dupdata, overwrite, append) = flags;
+        let k = arg(key)?;
+        let v = arg(value)?;
+        let (dbv, dup) = self.dbv(db);
+        let mut g = self.state()?;
+        let t = g.as_mut().expect("checked").rw_mut()?;
+        put_result(t.put(
+            dbv,
+            &k,
+            &v,
+            flags_for(dup, dupdata, overwrite, append, false),
+        ))
     }
 
     pub(crate) fn open_db(&self, name: &str, flags: cairn::DbFlags) -> PyResult<Database> {
@@ -316,56 +367,6 @@ impl Transaction {
         self.end(py, false)
     }
 
-    /// The value stored under `key`, or `default`.
-    #[pyo3(signature = (key, default=None, db=None))]
-    fn get<'py>(
-        &self,
-        py: Python<'py>,
-        key: &Bound<'py, PyAny>,
-        default: Option<Bound<'py, PyAny>>,
-        db: Option<&Bound<'py, PyDatabase>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let k = arg(key)?;
-        let (dbv, _) = self.dbv(db);
-        let out = {
-            let g = self.state()?;
-            let st = g.as_ref().expect("checked");
-            st.get(dbv, &k)
-                .map_err(errors::map)?
-                .map(|v| grab(py, &self.shared, v))
-        };
-        match out {
-            Some(o) => finish(py, &self.shared, o),
-            None => Ok(default.unwrap_or_else(|| py.None().into_bound(py))),
-        }
-    }
-
-    /// Stores `value` under `key`; returns False if the key existed and overwrite=False (or,
-    /// with append=True, was not greater than every key).
-    #[pyo3(signature = (key, value, dupdata=true, overwrite=true, append=false, db=None))]
-    #[allow(clippy::too_many_arguments, reason = "py-lmdb's signature")]
-    fn put(
-        &self,
-        key: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-        dupdata: bool,
-        overwrite: bool,
-        append: bool,
-        db: Option<&Bound<'_, PyDatabase>>,
-    ) -> PyResult<bool> {
-        let k = arg(key)?;
-        let v = arg(value)?;
-        let (dbv, dup) = self.dbv(db);
-        let mut g = self.state()?;
-        let t = g.as_mut().expect("checked").rw_mut()?;
-        put_result(t.put(
-            dbv,
-            &k,
-            &v,
-            flags_for(dup, dupdata, overwrite, append, false),
-        ))
-    }
-
     /// Stores `value` under `key`; returns the previous value or None.
     #[pyo3(signature = (key, value, db=None))]
     fn replace<'py>(
@@ -475,6 +476,74 @@ impl Drop for Transaction {
             let _ = self.end(py, false);
         });
     }
+}
+
+/// Docstring of `Transaction.get`, with its text signature.
+pub(crate) const GET_DOC: &CStr = c"get($self, key, default=None, db=None)\n--\n\n\
+The value stored under `key`, or `default`.";
+
+/// `Transaction.get(key, default=None, db=None)`, called by CPython (see crate::fastcall).
+pub(crate) unsafe extern "C" fn get_entry(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargsf: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    const PARAMS: [&str; 3] = ["key", "default", "db"];
+    enter(|py| {
+        // SAFETY: docs/safety.md §6, "Entry points": installed on `Transaction` only, whose
+        // method descriptor checks the type of `self`; the arguments are CPython's.
+        let (slf, [key, default, db]) = unsafe {
+            (
+                Borrowed::from_ptr(py, slf).cast_unchecked::<Transaction>(),
+                match_args(py, "Transaction.get", &PARAMS, 1, args, nargsf, kwnames)?,
+            )
+        };
+        let db = opt_class::<PyDatabase>(db, "db")?;
+        let key = key.expect("required");
+        slf.get()
+            .get_impl(py, &key, default, db.as_deref())
+            .map(Bound::into_ptr)
+    })
+}
+
+/// Docstring of `Transaction.put`, with its text signature.
+pub(crate) const PUT_DOC: &CStr =
+    c"put($self, key, value, dupdata=True, overwrite=True, append=False, db=None)\n--\n\n\
+Stores `value` under `key`; returns False if the key existed and overwrite=False (or, with \
+append=True, was not greater than every key).";
+
+/// `Transaction.put(key, value, dupdata=True, overwrite=True, append=False, db=None)`, called by
+/// CPython (see crate::fastcall).
+pub(crate) unsafe extern "C" fn put_entry(
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargsf: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    const PARAMS: [&str; 6] = ["key", "value", "dupdata", "overwrite", "append", "db"];
+    enter(|py| {
+        // SAFETY: docs/safety.md §6, "Entry points": as in `get_entry`.
+        let (slf, [key, value, dupdata, overwrite, append, db]) = unsafe {
+            (
+                Borrowed::from_ptr(py, slf).cast_unchecked::<Transaction>(),
+                match_args(py, "Transaction.put", &PARAMS, 2, args, nargsf, kwnames)?,
+            )
+        };
+        let flags = (
+            opt_bool(dupdata, "dupdata", true)?,
+            opt_bool(overwrite, "overwrite", true)?,
+            opt_bool(append, "append", false)?,
+        );
+        let db = opt_class::<PyDatabase>(db, "db")?;
+        let done = slf.get().put_impl(
+            &key.expect("required"),
+            &value.expect("required"),
+            flags,
+            db.as_deref(),
+        )?;
+        Ok(PyBool::new(py, done).to_owned().into_any().into_ptr())
+    })
 }
 
 /// `(a, b)` as a tuple, built after the transaction lock is released.
