@@ -323,6 +323,26 @@ pub struct RwTxn<'env> {
     /// from the end of the file, never from the free set being written, so that persisting
     /// cannot chase its own changes forever.
     pub(crate) persisting: bool,
+    /// Where the last `put` landed, for the next put of the same database to try first.
+    put_hint: Option<PutHint>,
+    /// Bumped whenever a dirty page may stop being what it was: freed (it can come back as
+    /// a page of another tree) or restored by a nested abort. A hint of an older epoch is
+    /// never used.
+    dirty_epoch: u64,
+}
+
+/// The dirty leaf (and slot) the last put of database `idx` landed in. Valid while
+/// `epoch` is the transaction's `dirty_epoch`: the leaf is then still a leaf of that tree
+/// (pages leave a tree only by being freed), the invariant `put_in_leaf` needs.
+#[derive(Clone, Copy)]
+struct PutHint {
+    idx: usize,
+    leaf: u64,
+    slot: usize,
+    epoch: u64,
+    /// Consecutive puts landing in one leaf (saturating at 3): the hint is tried only when
+    /// this is non-zero, so that random puts pay no failed try before their descent.
+    streak: u8,
 }
 
 impl<'env> RwTxn<'env> {
@@ -380,6 +400,8 @@ impl<'env> RwTxn<'env> {
             freed_clean: Vec::new(),
             changed: false,
             persisting: false,
+            put_hint: None,
+            dirty_epoch: 0,
             dup_scratch: Vec::new(),
         })
     }
@@ -542,6 +564,13 @@ impl<'env> RwTxn<'env> {
         } else {
             btree::insert::Mode::Upsert
         };
+        // A cursor brings its own hint; the transaction's serves plain puts.
+        let from_cursor = hint.is_some();
+        let hint = hint.or_else(|| {
+            self.put_hint
+                .filter(|h| h.idx == idx && h.epoch == self.dirty_epoch && h.streak > 0)
+                .map(|h| (h.leaf, h.slot))
+        });
         let mut landed = None;
         let mut outcome = None;
         if let (Some(at), Some(v)) = (hint, val) {
@@ -557,12 +586,34 @@ impl<'env> RwTxn<'env> {
             None => {
                 let r = btree::insert::put_landing(self, &mut rec, &cmp, key, val, (vlen, 0), mode);
                 self.set_rec(idx, rec);
-                let (o, l) = r?;
+                let (o, l) = r.inspect_err(|_| self.put_hint = None)?;
                 landed = l;
                 o
             }
         };
         self.set_rec(idx, rec);
+        if from_cursor {
+            return match outcome {
+                btree::insert::Outcome::Exists => Err(Error::KeyExists),
+                _ => Ok(landed),
+            };
+        }
+        self.put_hint = landed.map(|(leaf, slot)| {
+            let streak = match self.put_hint {
+                Some(h) if h.idx == idx && h.epoch == self.dirty_epoch && h.leaf == leaf => {
+                    (h.streak + 1).min(3)
+                }
+                Some(h) if h.idx == idx && h.epoch == self.dirty_epoch => h.streak / 2,
+                _ => 0,
+            };
+            PutHint {
+                idx,
+                leaf,
+                slot,
+                epoch: self.dirty_epoch,
+                streak,
+            }
+        });
         match outcome {
             btree::insert::Outcome::Exists => Err(Error::KeyExists),
             _ => Ok(landed),
@@ -818,6 +869,7 @@ impl<'env> RwTxn<'env> {
     }
 
     fn rollback_frame(&mut self) {
+        self.dirty_epoch += 1;
         let f = self.frames.pop().expect("frame");
         for (pgno, old) in f.saved {
             match old {
@@ -993,6 +1045,7 @@ impl PageWriter for RwTxn<'_> {
 
     fn free(&mut self, pgno: u64, span: u64) -> Result<()> {
         if self.dirty.contains_key(&pgno) {
+            self.dirty_epoch += 1;
             self.save_for_frame(pgno);
             let buf = self.dirty.remove(&pgno).expect("present");
             if buf.len() == self.env.inner.page_size {

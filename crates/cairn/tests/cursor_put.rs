@@ -2,7 +2,8 @@
 //! previous put when the key falls within it (LMDB's shortcut), compared with BTreeMap: runs
 //! of sorted and random keys, new keys between existing ones, values that change size or
 //! move to overflow pages, NO_OVERWRITE, deletes and positioning in between, several
-//! cursors and databases in one transaction. The checker runs after every commit.
+//! cursors and databases in one transaction; and plain puts, which try the leaf of the
+//! previous put of their database first. The checker runs after every commit.
 
 use cairn::{Database, DbFlags, Env, Error, PutFlags};
 use proptest::prelude::*;
@@ -266,5 +267,102 @@ fn read_cursor_walk_matches_a_model() {
         };
         let want = at.map(|i| (&keys[i][..], &keys[i][..]));
         assert_eq!(got, want);
+    }
+}
+
+#[derive(Debug, Clone)]
+enum PlainOp {
+    /// Plain `RwTxn::put`s of ascending keys (db, start, count, step, value length): runs
+    /// that land in one leaf, which the transaction's put hint then serves.
+    Run(usize, u32, u32, u32, usize),
+    /// Deletes every key in [start, start + count): empties and merges the hinted leaves.
+    DelRange(usize, u32, u32),
+    /// A run inside a nested transaction, committed or aborted.
+    Nested(usize, u32, u32, bool),
+    Commit,
+}
+
+fn plain_op() -> impl Strategy<Value = PlainOp> {
+    prop_oneof![
+        6 => (0usize..2, 0u32..2000, 1u32..120, 1u32..3, 0usize..300)
+            .prop_map(|(d, s, n, st, l)| PlainOp::Run(d, s, n, st, l)),
+        3 => (0usize..2, 0u32..2000, 1u32..400).prop_map(|(d, s, n)| PlainOp::DelRange(d, s, n)),
+        2 => (0usize..2, 0u32..2000, 1u32..100, any::<bool>())
+            .prop_map(|(d, s, n, c)| PlainOp::Nested(d, s, n, c)),
+        1 => Just(PlainOp::Commit),
+    ]
+}
+
+fn plain_key(i: u32) -> Vec<u8> {
+    format!("k{i:06}").into_bytes()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    /// Plain puts go first to the leaf the previous put of the database landed in, while
+    /// no dirty page has been freed or restored since: runs of puts, deletes that empty and
+    /// merge those leaves, nested transactions aborted under them, two databases.
+    #[test]
+    fn plain_puts_reusing_the_last_leaf_match_a_map(ops in proptest::collection::vec(plain_op(), 1..40)) {
+        let dir = tempfile::tempdir().unwrap();
+        let env = Env::options().max_dbs(4).open(dir.path()).unwrap();
+        let mut w = env.write_txn().unwrap();
+        let dbs = [
+            w.create_db(Some("a"), DbFlags::CREATE).unwrap(),
+            w.create_db(Some("b"), DbFlags::CREATE).unwrap(),
+        ];
+        let mut ms = vec![Model::new(), Model::new()];
+        for op in ops {
+            match op {
+                PlainOp::Run(d, start, n, step, len) => {
+                    for i in 0..n {
+                        let k = plain_key(start + i * step);
+                        let v = vec![(i % 251) as u8; len];
+                        w.put(dbs[d], &k, &v, PutFlags::empty()).unwrap();
+                        ms[d].insert(k, v);
+                    }
+                }
+                PlainOp::DelRange(d, start, n) => {
+                    for i in start..start + n {
+                        let k = plain_key(i);
+                        let had = ms[d].remove(&k).is_some();
+                        prop_assert_eq!(w.delete(dbs[d], &k).unwrap(), had);
+                    }
+                }
+                PlainOp::Nested(d, start, n, commit) => {
+                    let mut m2 = ms[d].clone();
+                    {
+                        let mut t = w.nested().unwrap();
+                        for i in 0..n {
+                            let k = plain_key(start + i);
+                            let v = vec![7u8; 50];
+                            t.put(dbs[d], &k, &v, PutFlags::empty()).unwrap();
+                            m2.insert(k, v);
+                        }
+                        if commit {
+                            t.commit().unwrap();
+                        }
+                    }
+                    if commit {
+                        ms[d] = m2;
+                    }
+                    // Puts into the leaves the aborted level had dirtied.
+                    for i in 0..n {
+                        let k = plain_key(start + i);
+                        let v = vec![9u8; 20];
+                        w.put(dbs[d], &k, &v, PutFlags::empty()).unwrap();
+                        ms[d].insert(k, v);
+                    }
+                }
+                PlainOp::Commit => {
+                    w.commit().unwrap();
+                    env.read_txn().unwrap().check().unwrap();
+                    w = env.write_txn().unwrap();
+                }
+            }
+            verify(&env, &w, &dbs, &ms);
+        }
+        w.commit().unwrap();
+        env.read_txn().unwrap().check().unwrap();
     }
 }
