@@ -89,17 +89,23 @@ fn verify(env: &Env, w: &cairn::RwTxn<'_>, dbs: &[Database], ms: &[Model]) {
     let _ = env;
 }
 
+/// A write transaction with databases "a" and "b" created.
+fn two_dbs(env: &Env) -> (cairn::RwTxn<'_>, [Database; 2]) {
+    let mut w = env.write_txn().unwrap();
+    let dbs = [
+        w.create_db(Some("a"), DbFlags::CREATE).unwrap(),
+        w.create_db(Some("b"), DbFlags::CREATE).unwrap(),
+    ];
+    (w, dbs)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
     #[test]
     fn cursor_puts_match_a_map(ops in proptest::collection::vec(op(), 1..40)) {
         let dir = tempfile::tempdir().unwrap();
         let env = Env::options().max_dbs(4).open(dir.path()).unwrap();
-        let mut w = env.write_txn().unwrap();
-        let dbs = [
-            w.create_db(Some("a"), DbFlags::CREATE).unwrap(),
-            w.create_db(Some("b"), DbFlags::CREATE).unwrap(),
-        ];
+        let (mut w, dbs) = two_dbs(&env);
         let mut ms = vec![Model::new(), Model::new()];
         for op in ops {
             match op {
@@ -306,11 +312,7 @@ proptest! {
     fn plain_puts_reusing_the_last_leaf_match_a_map(ops in proptest::collection::vec(plain_op(), 1..40)) {
         let dir = tempfile::tempdir().unwrap();
         let env = Env::options().max_dbs(4).open(dir.path()).unwrap();
-        let mut w = env.write_txn().unwrap();
-        let dbs = [
-            w.create_db(Some("a"), DbFlags::CREATE).unwrap(),
-            w.create_db(Some("b"), DbFlags::CREATE).unwrap(),
-        ];
+        let (mut w, dbs) = two_dbs(&env);
         let mut ms = vec![Model::new(), Model::new()];
         for op in ops {
             match op {
