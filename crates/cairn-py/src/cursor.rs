@@ -7,7 +7,7 @@
 //! find nothing, `next_nodup`/`prev_nodup` are `next`/`prev`, `first_dup`/`last_dup` raise
 //! `IncompatibleError` (LMDB's answer) and `count()` is 1.
 
-use crate::convert::{arg, finish, grab, Out};
+use crate::convert::{arg, finish, grab, Arg, Out};
 use crate::env::PyDatabase;
 use crate::errors::{self, closed};
 use crate::fastcall::enter;
@@ -16,7 +16,7 @@ use crate::txn::{flags_for, pair, put_result, Transaction};
 use cairn::PutFlags;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyList, PyMemoryView};
+use pyo3::types::{PyByteArray, PyBytes, PyList, PyMemoryView, PyTuple};
 use pyo3::Borrowed;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, MutexGuard};
@@ -169,8 +169,9 @@ impl Cursor {
         };
         let st = g.as_mut().expect("checked");
         let r = f(st.rw_mut()?, db, dup)?;
-        let sl = st.cursor(self.slot, self.id)?;
         if let Some((k, v)) = at(&r) {
+            // Parked by `rw_mut`: the engine cursor is rebuilt there on next use.
+            let sl = st.slot_mut(self.slot, self.id)?;
             sl.cur = None;
             sl.saved = Saved::At(k, v);
         }
@@ -420,49 +421,17 @@ impl Cursor {
         overwrite: bool,
         append: bool,
     ) -> PyResult<(usize, usize)> {
-        let (mut consumed, mut added) = (0, 0);
-        let mut it = items.try_iter()?;
-        let mut batch: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = Vec::with_capacity(1024);
-        loop {
-            // Python iteration (which may run any code) happens without the lock.
-            batch.clear();
-            for x in it.by_ref().take(1024) {
-                let x = x?;
-                let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) = x.extract()?;
-                batch.push((k, v));
-            }
-            if batch.is_empty() {
-                break;
-            }
-            let args: Vec<_> = batch
-                .iter()
-                .map(|(k, v)| Ok((arg(k)?, arg(v)?)))
-                .collect::<PyResult<_>>()?;
-            type Done = (usize, usize, Option<(Vec<u8>, Vec<u8>)>);
-            let (c, a) = self
-                .write(
-                    |r: &Done| r.2.clone(),
-                    |t, db, dup| {
-                        let flags = flags_for(dup, dupdata, overwrite, append, true);
-                        let (mut c, mut a, mut last) = (0, 0, None);
-                        // One engine cursor for the batch: a put landing in the leaf of the
-                        // previous one skips the descent (sorted items).
-                        let mut w = t.cursor_mut(db).map_err(errors::map)?;
-                        for (k, v) in &args {
-                            c += 1;
-                            if put_result(w.put(k, v, flags))? {
-                                a += 1;
-                                last = Some((k, v));
-                            }
-                        }
-                        Ok((c, a, last.map(|(k, v)| (k.to_vec(), v.to_vec()))))
-                    },
-                )
-                .map(|(c, a, _)| (c, a))?;
-            consumed += c;
-            added += a;
+        let opts = (dupdata, overwrite, append);
+        if let Ok(list) = items.cast_exact::<PyList>() {
+            // Read under the lock: `get_item` runs no Python code, and the list is re-measured
+            // at each step, so a list changed meanwhile (free-threaded Python) is still
+            // read safely.
+            self.putmulti_indexed(|i| list.get_item(i).ok(), opts)
+        } else if let Ok(tuple) = items.cast_exact::<PyTuple>() {
+            self.putmulti_indexed(|i| tuple.get_item(i).ok(), opts)
+        } else {
+            self.putmulti_iter(items, opts)
         }
-        Ok((consumed, added))
     }
 
     /// Deletes the current entry (dupdata=True: every value of the current key) and moves
@@ -647,6 +616,158 @@ impl Cursor {
     fn __iter__(slf: &Bound<'_, Self>) -> PyResult<Iter> {
         Cursor::iternext(slf, true, true)
     }
+}
+
+/// What `putmulti` passes to `put` and `putmulti_*`: dupdata, overwrite, append.
+type PutOpts = (bool, bool, bool);
+
+/// Where a run of `putmulti` leaves the cursor: the last pair it stored, if any.
+type RunEnd = Option<(Vec<u8>, Vec<u8>)>;
+
+/// A run of `putmulti`'s puts: one engine cursor under one transaction lock.
+struct Run<'c, 'env> {
+    w: cairn::CursorMut<'c, 'env>,
+    flags: PutFlags,
+    consumed: usize,
+    added: usize,
+}
+
+impl Run<'_, '_> {
+    /// Stores one pair; returns whether it was stored (see `put_result`).
+    #[inline]
+    fn put(&mut self, k: &[u8], v: &[u8]) -> PyResult<bool> {
+        self.consumed += 1;
+        let stored = put_result(self.w.put(k, v, self.flags))?;
+        self.added += usize::from(stored);
+        Ok(stored)
+    }
+}
+
+impl Cursor {
+    /// Runs `body` with a [`Run`] on this cursor's database, then places the cursor at the
+    /// pair it returns; returns (consumed, added).
+    fn put_run(
+        &self,
+        opts: PutOpts,
+        body: impl FnOnce(&mut Run<'_, 'static>) -> PyResult<RunEnd>,
+    ) -> PyResult<(usize, usize)> {
+        let (dupdata, overwrite, append) = opts;
+        type Done = (usize, usize, RunEnd);
+        let (c, a, _) = self.write(
+            |r: &Done| r.2.clone(),
+            |t, db, dup| {
+                // One engine cursor for the run: a put landing in the leaf of the previous
+                // one skips the descent (sorted items).
+                let mut r = Run {
+                    w: t.cursor_mut(db).map_err(errors::map)?,
+                    flags: flags_for(dup, dupdata, overwrite, append, true),
+                    consumed: 0,
+                    added: 0,
+                };
+                let end = body(&mut r)?;
+                Ok((r.consumed, r.added, end))
+            },
+        )?;
+        Ok((c, a))
+    }
+
+    /// `putmulti` over a list or tuple (`get(i)`: item `i`, None past the end). Runs of
+    /// `(bytes, bytes)` tuples are stored under one lock with one engine cursor, straight
+    /// from the `bytes` objects; any other item is converted without the lock (converting
+    /// may run Python code) and stored on its own.
+    fn putmulti_indexed<'py>(
+        &self,
+        get: impl Fn(usize) -> Option<Bound<'py, PyAny>>,
+        opts: PutOpts,
+    ) -> PyResult<(usize, usize)> {
+        let (mut i, mut consumed, mut added) = (0, 0, 0);
+        loop {
+            let (c, a) = self.put_run(opts, |r| {
+                let mut last = None;
+                while let Some(item) = get(i) {
+                    match with_bytes_pair(&item, |k, v| r.put(k, v)) {
+                        None => break,
+                        Some(stored) => {
+                            if stored? {
+                                last = Some(i);
+                            }
+                        }
+                    }
+                    i += 1;
+                }
+                // Copied once, at the end of the run: where the cursor stays.
+                Ok(last
+                    .and_then(&get)
+                    .and_then(|item| with_bytes_pair(&item, |k, v| (k.to_vec(), v.to_vec()))))
+            })?;
+            consumed += c;
+            added += a;
+            let Some(item) = get(i) else {
+                return Ok((consumed, added));
+            };
+            let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
+            let (c, a) = self.put_converted(&[(arg(&k)?, arg(&v)?)], opts)?;
+            consumed += c;
+            added += a;
+            i += 1;
+        }
+    }
+
+    /// `putmulti` over any other iterable: batches of 1,024 items, iterated and converted
+    /// without the lock (iteration may run any Python code).
+    fn putmulti_iter(&self, items: &Bound<'_, PyAny>, opts: PutOpts) -> PyResult<(usize, usize)> {
+        let (mut consumed, mut added) = (0, 0);
+        let mut it = items.try_iter()?;
+        let mut batch: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = Vec::with_capacity(1024);
+        loop {
+            batch.clear();
+            for x in it.by_ref().take(1024) {
+                batch.push(x?.extract()?);
+            }
+            if batch.is_empty() {
+                return Ok((consumed, added));
+            }
+            let args = batch
+                .iter()
+                .map(|(k, v)| Ok((arg(k)?, arg(v)?)))
+                .collect::<PyResult<Vec<_>>>()?;
+            let (c, a) = self.put_converted(&args, opts)?;
+            consumed += c;
+            added += a;
+        }
+    }
+
+    /// Stores converted pairs in order; returns (consumed, added).
+    fn put_converted(
+        &self,
+        args: &[(Arg<'_>, Arg<'_>)],
+        opts: PutOpts,
+    ) -> PyResult<(usize, usize)> {
+        self.put_run(opts, |r| {
+            let mut last = None;
+            for (k, v) in args {
+                if r.put(k, v)? {
+                    last = Some((k, v));
+                }
+            }
+            Ok(last.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        })
+    }
+}
+
+/// Calls `f` with the borrowed contents of a `(bytes, bytes)` tuple, the shape `putmulti`
+/// stores without copying; None (without calling `f`) for any other item.
+#[inline]
+fn with_bytes_pair<R>(item: &Bound<'_, PyAny>, f: impl FnOnce(&[u8], &[u8]) -> R) -> Option<R> {
+    let t = item.cast_exact::<PyTuple>().ok()?;
+    if t.len() != 2 {
+        return None;
+    }
+    let k = t.get_borrowed_item(0).ok()?;
+    let v = t.get_borrowed_item(1).ok()?;
+    let k = k.cast_exact::<PyBytes>().ok()?;
+    let v = v.cast_exact::<PyBytes>().ok()?;
+    Some(f(k.as_bytes(), v.as_bytes()))
 }
 
 impl Cursor {

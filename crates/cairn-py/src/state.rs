@@ -341,6 +341,18 @@ impl TxnState {
         }
     }
 
+    /// Slot `i` as it is (its engine cursor may be parked), checked to be cursor `id` of a
+    /// usable level.
+    #[inline]
+    pub(crate) fn slot_mut(&mut self, i: usize, id: u64) -> PyResult<&mut Slot> {
+        let (depth, token) = match self.cursors.get(i) {
+            Some(Some(s)) if s.id == id => (s.depth, s.token),
+            _ => return Err(closed()),
+        };
+        self.check(depth, token)?;
+        Ok(self.cursors[i].as_mut().expect("checked"))
+    }
+
     /// The engine cursor of slot `i`, rebuilt at its saved position if it was parked.
     #[inline]
     pub(crate) fn cursor(&mut self, i: usize, id: u64) -> PyResult<&mut Slot> {

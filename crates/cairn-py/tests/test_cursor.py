@@ -185,3 +185,71 @@ def test_child_cursor_closed_with_child(env):
         c.key()
     assert p.cursor().first()
     p.abort()
+
+
+def test_putmulti_list_and_tuple_shapes(env):
+    class Pair(tuple):
+        pass
+
+    with env.begin(write=True) as t:
+        c = t.cursor()
+        items = [
+            (b"a", b"1"),
+            (bytearray(b"b"), b"2"),  # converted apart, then the run goes on
+            (b"c", memoryview(b"3")),
+            Pair((b"d", b"4")),
+            (b"e", b"5"),
+        ]
+        assert c.putmulti(items) == (5, 5)
+        assert c.putmulti(tuple((b"t%d" % i, b"x") for i in range(3))) == (3, 3)
+        assert c.putmulti([]) == (0, 0)
+        assert c.putmulti(()) == (0, 0)
+        assert dict(t.cursor()) == {
+            b"a": b"1", b"b": b"2", b"c": b"3", b"d": b"4", b"e": b"5",
+            b"t0": b"x", b"t1": b"x", b"t2": b"x",
+        }
+
+
+def test_putmulti_leaves_cursor_at_last_stored(env):
+    with env.begin(write=True) as t:
+        c = t.cursor()
+        assert c.putmulti([(b"m", b"1"), (b"b", b"2")]) == (2, 2)
+        assert c.item() == (b"b", b"2")
+        # The last item exists already: the cursor stays on the last one stored.
+        assert c.putmulti([(b"x", b"9"), (b"m", b"0")], overwrite=False) == (2, 1)
+        assert c.item() == (b"x", b"9")
+        assert c.prev() and c.key() == b"m" and c.value() == b"1"
+        # Nothing stored: the cursor does not move.
+        c.set_key(b"b")
+        assert c.putmulti([(b"m", b"0")], overwrite=False) == (1, 0)
+        assert c.key() == b"b"
+        # A run broken by an item converted apart still ends on the last one stored.
+        assert c.putmulti([(b"p", b"1"), (bytearray(b"q"), b"2")]) == (2, 2)
+        assert c.item() == (b"q", b"2")
+        assert c.putmulti([(bytearray(b"r"), b"3"), (b"s", b"4")]) == (2, 2)
+        assert c.item() == (b"s", b"4")
+
+
+def test_putmulti_bad_item_keeps_earlier_ones(env):
+    with env.begin(write=True) as t:
+        c = t.cursor()
+        with pytest.raises(TypeError):
+            c.putmulti([(b"a", b"1"), ("text", b"2"), (b"c", b"3")])
+        with pytest.raises((TypeError, ValueError)):
+            c.putmulti([(b"b", b"1"), (b"x", b"2", b"3")])
+        with pytest.raises(TypeError):
+            c.putmulti([(b"d", b"1"), 7])
+        assert [k for k, _ in t.cursor()] == [b"a", b"b", b"d"]
+        # The transaction and the cursor are still usable.
+        assert c.putmulti([(b"e", b"5")]) == (1, 1)
+        assert c.key() == b"e"
+
+
+def test_putmulti_in_sorted_order_is_one_run(env):
+    items = [(b"k%06d" % i, b"v%d" % i) for i in range(20000)]
+    with env.begin(write=True) as t:
+        assert t.cursor().putmulti(items) == (20000, 20000)
+        assert t.cursor().putmulti(items, overwrite=False) == (20000, 0)
+        assert t.cursor().putmulti(items[::-1]) == (20000, 20000)
+    with env.begin() as t:
+        assert list(t.cursor()) == items
