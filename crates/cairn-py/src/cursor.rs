@@ -11,7 +11,7 @@ use crate::convert::{arg, finish, grab, Arg, Out};
 use crate::env::PyDatabase;
 use crate::errors::{self, closed};
 use crate::fastcall::enter;
-use crate::state::{lock, Saved, Slot, TxnState};
+use crate::state::{Saved, Slot, StateGuard};
 use crate::txn::{flags_for, pair, put_result, Transaction};
 use cairn::PutFlags;
 use pyo3::ffi;
@@ -19,7 +19,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyList, PyMemoryView, PyTuple};
 use pyo3::Borrowed;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, MutexGuard};
+use std::sync::Arc;
 
 /// A movement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,13 +49,13 @@ pub struct Cursor {
     closed: AtomicBool,
 }
 
-type Guard<'a> = MutexGuard<'a, Option<TxnState>>;
+type Guard<'a> = StateGuard<'a>;
 
 impl Cursor {
     pub(crate) fn open(txn: &Bound<'_, Transaction>, db: Py<PyDatabase>) -> PyResult<Cursor> {
         let t = txn.get();
         let (slot, id) = {
-            let mut g = t.state()?;
+            let mut g = t.state(txn.py())?;
             g.as_mut()
                 .expect("checked")
                 .open_cursor(db.get().db, db.get().dup(), t.depth, t.token)
@@ -72,11 +72,11 @@ impl Cursor {
     }
 
     #[inline]
-    fn lock(&self) -> PyResult<Guard<'_>> {
+    fn lock(&self, py: Python<'_>) -> PyResult<Guard<'_>> {
         if self.closed.load(Ordering::Relaxed) {
             return Err(closed());
         }
-        let g = lock(&self.shared.state);
+        let g = self.shared.state.lock(py);
         if g.is_none() {
             return Err(closed());
         }
@@ -88,14 +88,14 @@ impl Cursor {
         g.as_mut().expect("checked").cursor(self.slot, self.id)
     }
 
-    fn step(&self, s: Step) -> PyResult<bool> {
-        let mut g = self.lock()?;
+    fn step(&self, py: Python<'_>, s: Step) -> PyResult<bool> {
+        let mut g = self.lock(py)?;
         let sl = self.slot(&mut g)?;
         move_slot(sl, s)
     }
 
-    fn seek(&self, key: &[u8], exact: bool) -> PyResult<bool> {
-        let mut g = self.lock()?;
+    fn seek(&self, py: Python<'_>, key: &[u8], exact: bool) -> PyResult<bool> {
+        let mut g = self.lock(py)?;
         let sl = self.slot(&mut g)?;
         let c = sl.cur.as_mut().expect("live");
         let r = if exact { c.set(key) } else { c.set_range(key) };
@@ -135,7 +135,7 @@ impl Cursor {
         values: bool,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let cur = {
-            let mut g = self.lock()?;
+            let mut g = self.lock(py)?;
             self.current(py, &mut g, keys, values)?
         };
         Ok(match cur {
@@ -159,10 +159,11 @@ impl Cursor {
     /// duplicates), then places this cursor at the (key, value) `at` returns.
     fn write<R>(
         &self,
+        py: Python<'_>,
         at: impl FnOnce(&R) -> Option<(Vec<u8>, Vec<u8>)>,
         f: impl FnOnce(&mut cairn::RwTxn<'static>, cairn::Database, bool) -> PyResult<R>,
     ) -> PyResult<R> {
-        let mut g = self.lock()?;
+        let mut g = self.lock(py)?;
         let (db, dup) = {
             let sl = self.slot(&mut g)?;
             (sl.db, sl.dup)
@@ -179,8 +180,8 @@ impl Cursor {
     }
 
     /// The current pair, copied (None if unpositioned).
-    fn here(&self) -> PyResult<Option<(Vec<u8>, Vec<u8>)>> {
-        let mut g = self.lock()?;
+    fn here(&self, py: Python<'_>) -> PyResult<Option<(Vec<u8>, Vec<u8>)>> {
+        let mut g = self.lock(py)?;
         let sl = self.slot(&mut g)?;
         if !sl.valid {
             return Ok(None);
@@ -198,14 +199,15 @@ impl Cursor {
         Ok(Iter {
             cursor: slf.clone().unbind(),
             step: s,
-            keys,
+            // Neither keys nor values: keys, as py-lmdb yields.
+            keys: keys || !values,
             values,
             started: AtomicBool::new(false),
         })
     }
 
-    fn is_valid(&self) -> PyResult<bool> {
-        let mut g = self.lock()?;
+    fn is_valid(&self, py: Python<'_>) -> PyResult<bool> {
+        let mut g = self.lock(py)?;
         Ok(self.slot(&mut g)?.valid)
     }
 }
@@ -247,18 +249,18 @@ impl Cursor {
     }
 
     #[pyo3(signature = (*_args))]
-    fn __exit__(&self, _args: &Bound<'_, pyo3::types::PyTuple>) {
-        self.close();
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) {
+        self.close(py);
     }
 
     /// Closes the cursor; later use raises `cairn.Error`.
-    fn close(&self) {
+    fn close(&self, py: Python<'_>) {
         if self.closed.swap(true, Ordering::Relaxed) {
             return;
         }
         // A finaliser may run while this thread holds the lock: then the slot is freed with
         // the transaction instead.
-        if let Ok(mut g) = self.shared.state.try_lock() {
+        if let Some(mut g) = self.shared.state.try_lock(py) {
             if let Some(st) = g.as_mut() {
                 if let Some(s) = st.cursors.get_mut(self.slot) {
                     if s.as_ref().is_some_and(|c| c.id == self.id) {
@@ -294,73 +296,83 @@ impl Cursor {
     }
 
     /// Moves to the first entry; False if the database is empty.
-    fn first(&self) -> PyResult<bool> {
-        self.step(Step::First)
+    fn first(&self, py: Python<'_>) -> PyResult<bool> {
+        self.step(py, Step::First)
     }
 
     /// Moves to the last entry; False if the database is empty.
-    fn last(&self) -> PyResult<bool> {
-        self.step(Step::Last)
+    fn last(&self, py: Python<'_>) -> PyResult<bool> {
+        self.step(py, Step::Last)
     }
 
     /// Moves to the next entry (from an unpositioned cursor: the first).
-    fn next(&self) -> PyResult<bool> {
-        self.step(Step::Next)
+    fn next(&self, py: Python<'_>) -> PyResult<bool> {
+        self.step(py, Step::Next)
     }
 
     /// Moves to the previous entry (from an unpositioned cursor: the last).
-    fn prev(&self) -> PyResult<bool> {
-        self.step(Step::Prev)
+    fn prev(&self, py: Python<'_>) -> PyResult<bool> {
+        self.step(py, Step::Prev)
     }
 
     /// Moves to the next key (skipping the current key's other duplicates).
-    fn next_nodup(&self) -> PyResult<bool> {
-        self.step(Step::NextNodup)
+    fn next_nodup(&self, py: Python<'_>) -> PyResult<bool> {
+        self.step(py, Step::NextNodup)
     }
 
     /// Moves to the previous key (skipping the current key's other duplicates).
-    fn prev_nodup(&self) -> PyResult<bool> {
-        self.step(Step::PrevNodup)
+    fn prev_nodup(&self, py: Python<'_>) -> PyResult<bool> {
+        self.step(py, Step::PrevNodup)
     }
 
     /// Moves to the next duplicate of the current key.
-    fn next_dup(&self) -> PyResult<bool> {
-        self.step(Step::NextDup)
+    fn next_dup(&self, py: Python<'_>) -> PyResult<bool> {
+        self.step(py, Step::NextDup)
     }
 
     /// Moves to the previous duplicate of the current key.
-    fn prev_dup(&self) -> PyResult<bool> {
-        self.step(Step::PrevDup)
+    fn prev_dup(&self, py: Python<'_>) -> PyResult<bool> {
+        self.step(py, Step::PrevDup)
     }
 
     /// Moves to the first duplicate of the current key (dupsort databases).
-    fn first_dup(&self) -> PyResult<bool> {
-        self.dup_edge(true)
+    fn first_dup(&self, py: Python<'_>) -> PyResult<bool> {
+        self.dup_edge(py, true)
     }
 
     /// Moves to the last duplicate of the current key (dupsort databases).
-    fn last_dup(&self) -> PyResult<bool> {
-        self.dup_edge(false)
+    fn last_dup(&self, py: Python<'_>) -> PyResult<bool> {
+        self.dup_edge(py, false)
     }
 
     /// Moves to exactly `key`; False (unpositioned) if it does not exist.
-    fn set_key(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        self.seek(&arg(key)?, true)
+    fn set_key(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        self.seek(py, &arg(key)?, true)
     }
 
     /// Moves to the first key greater than or equal to `key`.
-    fn set_range(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        self.seek(&arg(key)?, false)
+    fn set_range(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        self.seek(py, &arg(key)?, false)
     }
 
     /// Moves to exactly `key` with exactly `value`.
-    fn set_key_dup(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<bool> {
-        self.seek_dup(&arg(key)?, &arg(value)?, true)
+    fn set_key_dup(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        self.seek_dup(py, &arg(key)?, &arg(value)?, true)
     }
 
     /// Moves to `key` at its first value greater than or equal to `value`.
-    fn set_range_dup(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<bool> {
-        self.seek_dup(&arg(key)?, &arg(value)?, false)
+    fn set_range_dup(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        self.seek_dup(py, &arg(key)?, &arg(value)?, false)
     }
 
     /// Moves to `key` and returns its value, or `default`.
@@ -371,7 +383,7 @@ impl Cursor {
         key: &Bound<'py, PyAny>,
         default: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        if self.seek(&arg(key)?, true)? {
+        if self.seek(py, &arg(key)?, true)? {
             self.value(py)
         } else {
             Ok(default.unwrap_or_else(|| py.None().into_bound(py)))
@@ -379,8 +391,8 @@ impl Cursor {
     }
 
     /// Number of values of the current key.
-    fn count(&self) -> PyResult<u64> {
-        let mut g = self.lock()?;
+    fn count(&self, py: Python<'_>) -> PyResult<u64> {
+        let mut g = self.lock(py)?;
         let sl = self.slot(&mut g)?;
         if !sl.valid {
             return Err(errors::InvalidParameterError::new_err(
@@ -395,6 +407,7 @@ impl Cursor {
     #[pyo3(signature = (key, val, dupdata=true, overwrite=true, append=false))]
     fn put(
         &self,
+        py: Python<'_>,
         key: &Bound<'_, PyAny>,
         val: &Bound<'_, PyAny>,
         dupdata: bool,
@@ -404,6 +417,7 @@ impl Cursor {
         let k = arg(key)?;
         let v = arg(val)?;
         self.write(
+            py,
             |ok: &bool| ok.then(|| (k.to_vec(), v.to_vec())),
             |t, db, dup| {
                 let flags = flags_for(dup, dupdata, overwrite, append, true);
@@ -416,6 +430,7 @@ impl Cursor {
     #[pyo3(signature = (items, dupdata=true, overwrite=true, append=false))]
     fn putmulti(
         &self,
+        py: Python<'_>,
         items: &Bound<'_, PyAny>,
         dupdata: bool,
         overwrite: bool,
@@ -423,26 +438,26 @@ impl Cursor {
     ) -> PyResult<(usize, usize)> {
         let opts = (dupdata, overwrite, append);
         if let Ok(list) = items.cast_exact::<PyList>() {
-            // Read under the lock: `get_item` runs no Python code, and the list is re-measured
-            // at each step, so a list changed meanwhile (free-threaded Python) is still
-            // read safely.
-            self.putmulti_indexed(|i| list.get_item(i).ok(), opts)
+            // Read under the lock: `get_item` runs no Python code (and checks the index
+            // against the list's length at each step).
+            self.putmulti_indexed(py, |i| list.get_item(i).ok(), opts)
         } else if let Ok(tuple) = items.cast_exact::<PyTuple>() {
-            self.putmulti_indexed(|i| tuple.get_item(i).ok(), opts)
+            self.putmulti_indexed(py, |i| tuple.get_item(i).ok(), opts)
         } else {
-            self.putmulti_iter(items, opts)
+            self.putmulti_iter(py, items, opts)
         }
     }
 
     /// Deletes the current entry (dupdata=True: every value of the current key) and moves
     /// to the next; False if unpositioned.
     #[pyo3(signature = (dupdata=false))]
-    fn delete(&self, dupdata: bool) -> PyResult<bool> {
-        let Some((k, v)) = self.here()? else {
+    fn delete(&self, py: Python<'_>, dupdata: bool) -> PyResult<bool> {
+        let Some((k, v)) = self.here(py)? else {
             return Ok(false);
         };
         let at = (k.clone(), v.clone());
         self.write(
+            py,
             move |_| Some(at),
             |t, db, dup| {
                 if dup && !dupdata {
@@ -465,6 +480,7 @@ impl Cursor {
         let k = arg(key)?;
         let v = arg(val)?;
         let old = self.write(
+            py,
             |_| Some((k.to_vec(), v.to_vec())),
             |t, db, dup| {
                 let old = t.get(db, &k).map_err(errors::map)?.map(<[u8]>::to_vec);
@@ -483,6 +499,7 @@ impl Cursor {
     fn pop<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let k = arg(key)?;
         let old = self.write(
+            py,
             |old: &Option<Vec<u8>>| old.as_ref().map(|v| (k.to_vec(), v.clone())),
             |t, db, dup| {
                 let old = t.get(db, &k).map_err(errors::map)?.map(<[u8]>::to_vec);
@@ -520,7 +537,7 @@ impl Cursor {
         for k in keys.try_iter()? {
             let k = k?;
             let k = arg(&k)?;
-            let mut g = self.lock()?;
+            let mut g = self.lock(py)?;
             let sl = self.slot(&mut g)?;
             let c = sl.cur.as_mut().expect("live");
             let mut e = c.set(&k).map_err(errors::map)?;
@@ -568,8 +585,8 @@ impl Cursor {
     /// (key, value), keys or values.
     #[pyo3(signature = (keys=true, values=true))]
     fn iternext(slf: &Bound<'_, Self>, keys: bool, values: bool) -> PyResult<Iter> {
-        if !slf.get().is_valid()? {
-            slf.get().step(Step::First)?;
+        if !slf.get().is_valid(slf.py())? {
+            slf.get().step(slf.py(), Step::First)?;
         }
         Cursor::iter(slf, Step::Next, keys, values)
     }
@@ -577,8 +594,8 @@ impl Cursor {
     /// Iterates backward from the current entry (unpositioned: from the last).
     #[pyo3(signature = (keys=true, values=true))]
     fn iterprev(slf: &Bound<'_, Self>, keys: bool, values: bool) -> PyResult<Iter> {
-        if !slf.get().is_valid()? {
-            slf.get().step(Step::Last)?;
+        if !slf.get().is_valid(slf.py())? {
+            slf.get().step(slf.py(), Step::Last)?;
         }
         Cursor::iter(slf, Step::Prev, keys, values)
     }
@@ -592,8 +609,8 @@ impl Cursor {
     /// Iterates over keys (one entry per key), forward.
     #[pyo3(signature = (keys=true, values=false))]
     fn iternext_nodup(slf: &Bound<'_, Self>, keys: bool, values: bool) -> PyResult<Iter> {
-        if !slf.get().is_valid()? {
-            slf.get().step(Step::First)?;
+        if !slf.get().is_valid(slf.py())? {
+            slf.get().step(slf.py(), Step::First)?;
         }
         Cursor::iter(slf, Step::NextNodup, keys, values)
     }
@@ -607,8 +624,8 @@ impl Cursor {
     /// Iterates over keys (one entry per key), backward.
     #[pyo3(signature = (keys=true, values=false))]
     fn iterprev_nodup(slf: &Bound<'_, Self>, keys: bool, values: bool) -> PyResult<Iter> {
-        if !slf.get().is_valid()? {
-            slf.get().step(Step::Last)?;
+        if !slf.get().is_valid(slf.py())? {
+            slf.get().step(slf.py(), Step::Last)?;
         }
         Cursor::iter(slf, Step::PrevNodup, keys, values)
     }
@@ -648,12 +665,14 @@ impl Cursor {
     /// pair it returns; returns (consumed, added).
     fn put_run(
         &self,
+        py: Python<'_>,
         opts: PutOpts,
         body: impl FnOnce(&mut Run<'_, 'static>) -> PyResult<RunEnd>,
     ) -> PyResult<(usize, usize)> {
         let (dupdata, overwrite, append) = opts;
         type Done = (usize, usize, RunEnd);
         let (c, a, _) = self.write(
+            py,
             |r: &Done| r.2.clone(),
             |t, db, dup| {
                 // One engine cursor for the run: a put landing in the leaf of the previous
@@ -677,12 +696,13 @@ impl Cursor {
     /// may run Python code) and stored on its own.
     fn putmulti_indexed<'py>(
         &self,
+        py: Python<'_>,
         get: impl Fn(usize) -> Option<Bound<'py, PyAny>>,
         opts: PutOpts,
     ) -> PyResult<(usize, usize)> {
         let (mut i, mut consumed, mut added) = (0, 0, 0);
         loop {
-            let (c, a) = self.put_run(opts, |r| {
+            let (c, a) = self.put_run(py, opts, |r| {
                 let mut last = None;
                 while let Some(item) = get(i) {
                     match with_bytes_pair(&item, |k, v| r.put(k, v)) {
@@ -706,7 +726,7 @@ impl Cursor {
                 return Ok((consumed, added));
             };
             let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
-            let (c, a) = self.put_converted(&[(arg(&k)?, arg(&v)?)], opts)?;
+            let (c, a) = self.put_converted(py, &[(arg(&k)?, arg(&v)?)], opts)?;
             consumed += c;
             added += a;
             i += 1;
@@ -715,7 +735,12 @@ impl Cursor {
 
     /// `putmulti` over any other iterable: batches of 1,024 items, iterated and converted
     /// without the lock (iteration may run any Python code).
-    fn putmulti_iter(&self, items: &Bound<'_, PyAny>, opts: PutOpts) -> PyResult<(usize, usize)> {
+    fn putmulti_iter(
+        &self,
+        py: Python<'_>,
+        items: &Bound<'_, PyAny>,
+        opts: PutOpts,
+    ) -> PyResult<(usize, usize)> {
         let (mut consumed, mut added) = (0, 0);
         let mut it = items.try_iter()?;
         let mut batch: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = Vec::with_capacity(1024);
@@ -731,7 +756,7 @@ impl Cursor {
                 .iter()
                 .map(|(k, v)| Ok((arg(k)?, arg(v)?)))
                 .collect::<PyResult<Vec<_>>>()?;
-            let (c, a) = self.put_converted(&args, opts)?;
+            let (c, a) = self.put_converted(py, &args, opts)?;
             consumed += c;
             added += a;
         }
@@ -740,10 +765,11 @@ impl Cursor {
     /// Stores converted pairs in order; returns (consumed, added).
     fn put_converted(
         &self,
+        py: Python<'_>,
         args: &[(Arg<'_>, Arg<'_>)],
         opts: PutOpts,
     ) -> PyResult<(usize, usize)> {
-        self.put_run(opts, |r| {
+        self.put_run(py, opts, |r| {
             let mut last = None;
             for (k, v) in args {
                 if r.put(k, v)? {
@@ -771,8 +797,8 @@ fn with_bytes_pair<R>(item: &Bound<'_, PyAny>, f: impl FnOnce(&[u8], &[u8]) -> R
 }
 
 impl Cursor {
-    fn dup_edge(&self, first: bool) -> PyResult<bool> {
-        let mut g = self.lock()?;
+    fn dup_edge(&self, py: Python<'_>, first: bool) -> PyResult<bool> {
+        let mut g = self.lock(py)?;
         let sl = self.slot(&mut g)?;
         if !sl.valid {
             return Err(errors::InvalidParameterError::new_err(
@@ -791,8 +817,8 @@ impl Cursor {
         Ok(sl.valid)
     }
 
-    fn seek_dup(&self, key: &[u8], value: &[u8], exact: bool) -> PyResult<bool> {
-        let mut g = self.lock()?;
+    fn seek_dup(&self, py: Python<'_>, key: &[u8], value: &[u8], exact: bool) -> PyResult<bool> {
+        let mut g = self.lock(py)?;
         let sl = self.slot(&mut g)?;
         let c = sl.cur.as_mut().expect("live");
         let r = if exact {
@@ -815,7 +841,8 @@ impl Cursor {
 
 impl Drop for Cursor {
     fn drop(&mut self) {
-        self.close();
+        // Dropped by Python's deallocator, with the GIL held (attach only counts it).
+        Python::attach(|py| self.close(py));
     }
 }
 
@@ -835,7 +862,7 @@ impl Iter {
     fn next_item<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let c = self.cursor.get();
         let cur = {
-            let mut g = c.lock()?;
+            let mut g = c.lock(py)?;
             // A plain load and store: only the thread holding the transaction lock gets here.
             if self.started.load(Ordering::Relaxed) {
                 let sl = c.slot(&mut g)?;
@@ -845,6 +872,17 @@ impl Iter {
                 // The step's own entry: no second decode of the position.
                 match step_entry(sl, self.step)? {
                     None => return Ok(None),
+                    // Without buffers=True: `bytes` made here, the tuple after the lock.
+                    Some((k, v)) if !c.shared.buffers => {
+                        let k = self.keys.then(|| PyBytes::new(py, k).into_any());
+                        let v = self.values.then(|| PyBytes::new(py, v).into_any());
+                        drop(g);
+                        return Ok(Some(match (k, v) {
+                            (Some(k), Some(v)) => pair(py, k, v)?.into_any(),
+                            (Some(x), None) | (None, Some(x)) => x,
+                            (None, None) => py.None().into_bound(py),
+                        }));
+                    }
                     Some((k, v)) => Some((
                         self.keys.then(|| grab(py, &c.shared, k)),
                         self.values.then(|| grab(py, &c.shared, v)),

@@ -389,7 +389,7 @@ impl Environment {
             flags
         };
         let db = match txn {
-            Some(t) => t.get().open_db(&name, want)?,
+            Some(t) => t.get().open_db(t.py(), &name, want)?,
             None if self.readonly || !create => {
                 let core = self.core()?;
                 let r = core.env.read_txn().map_err(errors::map)?;
@@ -418,7 +418,7 @@ impl Environment {
         txn: Option<Bound<'_, Transaction>>,
     ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
         let names = match txn {
-            Some(t) => t.get().db_names()?,
+            Some(t) => t.get().db_names(t.py())?,
             None => {
                 let core = self.core()?;
                 let r = core.env.read_txn().map_err(errors::map)?;

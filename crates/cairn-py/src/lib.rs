@@ -46,7 +46,9 @@ fn version(py: Python<'_>, subpatch: bool) -> PyResult<Py<PyAny>> {
 #[pyfunction]
 fn enable_drop_gil() {}
 
-#[pymodule]
+// `gil_used`: the transaction state's lock is the GIL (state.rs, `StateCell`), so a
+// free-threaded Python keeps its GIL enabled while this module is loaded.
+#[pymodule(gil_used = true)]
 fn _cairn(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<env::Environment>()?;
     m.add_class::<env::PyDatabase>()?;

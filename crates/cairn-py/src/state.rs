@@ -15,14 +15,21 @@
 //!   its engine cursor dropped, to be rebuilt on next use;
 //! - a nested level is reached only through the innermost one (`rw_ref`/`rw_mut`), as the
 //!   engine's reborrow chain requires;
-//! - the state sits behind a `Mutex`, which is never held while the GIL is released or while
-//!   an object the garbage collector tracks is allocated (a finaliser could re-enter).
+//! - the state sits in a [`StateCell`], a lock that the GIL guards (no atomic operation on
+//!   the per-operation path). It is held only with the GIL, never while Python code can run
+//!   or an object the garbage collector tracks is allocated (a finaliser could re-enter);
+//!   `copy` from a transaction holds it across a release of the GIL, and anyone else who
+//!   wants it meanwhile waits with the GIL released.
 
 use crate::errors::{self, closed};
 use cairn::{Cursor as ECursor, Database, Env, Nested, RoTxn, RwTxn};
 use pyo3::prelude::*;
+use std::cell::{Cell, UnsafeCell};
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
 
 /// A unique number per transaction level, so a handle to an ended level is recognised even
 /// after a new level took its depth.
@@ -62,10 +69,96 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The transaction state behind its lock. The module declares that it needs the GIL
+/// (`gil_used`), so every thread that runs it holds the GIL, which makes `busy` a lock without
+/// atomic operations: it is read and written only with the GIL held, and the GIL's own
+/// hand-over orders those accesses between threads. While `busy` is set, the one thread that
+/// set it owns `state`, with or without the GIL (docs/safety.md §6, "State lock").
+pub(crate) struct StateCell {
+    busy: Cell<bool>,
+    state: UnsafeCell<Option<TxnState>>,
+}
+
+// SAFETY: docs/safety.md §6, "State lock": `busy` is only touched with the GIL held, and
+// `state` only by the thread that set `busy`, until it clears it (with the GIL held).
+unsafe impl Sync for StateCell {}
+
+impl StateCell {
+    pub(crate) fn new(st: TxnState) -> StateCell {
+        StateCell {
+            busy: Cell::new(false),
+            state: UnsafeCell::new(Some(st)),
+        }
+    }
+
+    /// Takes the lock; waits (with the GIL released) while another thread holds it, which
+    /// only `copy` from a transaction does for long.
+    #[inline]
+    pub(crate) fn lock<'a>(&'a self, py: Python<'_>) -> StateGuard<'a> {
+        while self.busy.get() {
+            self.wait(py);
+        }
+        self.busy.set(true);
+        StateGuard {
+            cell: self,
+            _not_send: PhantomData,
+        }
+    }
+
+    #[cold]
+    fn wait(&self, py: Python<'_>) {
+        py.detach(|| std::thread::sleep(Duration::from_micros(200)));
+    }
+
+    /// The lock if nobody holds it (a finaliser may run while this thread holds it).
+    pub(crate) fn try_lock<'a>(&'a self, _py: Python<'_>) -> Option<StateGuard<'a>> {
+        if self.busy.get() {
+            return None;
+        }
+        self.busy.set(true);
+        Some(StateGuard {
+            cell: self,
+            _not_send: PhantomData,
+        })
+    }
+}
+
+/// The held lock of a [`StateCell`]. Not `Send`: it is released where it was taken, with
+/// the GIL held (a guard is dropped only in code that holds the GIL).
+pub(crate) struct StateGuard<'a> {
+    cell: &'a StateCell,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl Deref for StateGuard<'_> {
+    type Target = Option<TxnState>;
+    #[inline]
+    fn deref(&self) -> &Option<TxnState> {
+        // SAFETY: docs/safety.md §6, "State lock": this guard set `busy`, so this thread alone
+        // reaches `state` until the guard drops.
+        unsafe { &*self.cell.state.get() }
+    }
+}
+
+impl DerefMut for StateGuard<'_> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Option<TxnState> {
+        // SAFETY: as in `deref`; `&mut self` makes this the only reference through the guard.
+        unsafe { &mut *self.cell.state.get() }
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.cell.busy.set(false);
+    }
+}
+
 /// One top-level transaction and its nested levels, shared by their Python objects and
 /// cursors.
 pub(crate) struct TxnShared {
-    pub state: Mutex<Option<TxnState>>,
+    pub state: StateCell,
     /// memoryviews handed out with `buffers=True`, released when the transaction ends.
     pub views: Mutex<Vec<Py<PyAny>>>,
     pub write: bool,
@@ -77,7 +170,7 @@ impl TxnShared {
     /// Ends the whole transaction (all levels): commits the root if `commit`, else aborts.
     /// Releases the GIL around the commit.
     pub(crate) fn end_root(&self, py: Python<'_>, commit: bool) -> PyResult<()> {
-        let st = lock(&self.state).take();
+        let st = self.state.lock(py).take();
         let Some(mut st) = st else {
             return Ok(());
         };
@@ -170,8 +263,8 @@ pub(crate) struct TxnState {
 // SAFETY: see docs/safety.md, "Python bindings". The cursors and nested levels borrow only
 // allocations owned by this same value (the boxed transaction and the `Arc<Env>`), so they
 // move between threads together with what they borrow; the state is only ever reached through
-// the `Mutex` of `TxnShared`, so one thread at a time uses it. The engine's transactions are
-// `Send` on their own.
+// the `StateCell` of `TxnShared`, so one thread at a time uses it. The engine's transactions
+// are `Send` on their own.
 unsafe impl Send for TxnState {}
 
 impl Drop for TxnState {

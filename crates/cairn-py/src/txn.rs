@@ -9,7 +9,7 @@ use crate::cursor::Cursor;
 use crate::env::{stat_dict, Environment, PyDatabase};
 use crate::errors::{self, closed};
 use crate::fastcall::{enter, match_args, opt_bool, opt_class};
-use crate::state::{lock, thread_tag, Kind, TxnShared, TxnState};
+use crate::state::{thread_tag, Kind, StateCell, StateGuard, TxnShared, TxnState};
 use cairn::{Database, PutFlags};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -18,7 +18,7 @@ use pyo3::Borrowed;
 use std::ffi::CStr;
 use std::path::Path;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 /// A transaction. Use it as a context manager (commit on success, abort on an exception) or
 /// call `commit`/`abort`; dropping it unfinished aborts it.
@@ -58,7 +58,7 @@ impl Transaction {
                 ));
             }
             let (depth, token) = {
-                let mut g = lock(&pt.shared.state);
+                let mut g = pt.shared.state.lock(py);
                 let st = g.as_mut().ok_or_else(closed)?;
                 st.check(pt.depth, pt.token)?;
                 st.begin_nested()?
@@ -98,7 +98,7 @@ impl Transaction {
         };
         let token = st.tokens[0];
         let shared = Arc::new(TxnShared {
-            state: Mutex::new(Some(st)),
+            state: StateCell::new(st),
             views: Mutex::new(Vec::new()),
             write,
             buffers,
@@ -125,8 +125,8 @@ impl Transaction {
 
     /// The state, checked to be this level's and usable.
     #[inline]
-    pub(crate) fn state(&self) -> PyResult<MutexGuard<'_, Option<TxnState>>> {
-        let g = lock(&self.shared.state);
+    pub(crate) fn state(&self, py: Python<'_>) -> PyResult<StateGuard<'_>> {
+        let g = self.shared.state.lock(py);
         match g.as_ref() {
             Some(st) => st.check(self.depth, self.token)?,
             None => return Err(closed()),
@@ -155,7 +155,7 @@ impl Transaction {
         let k = arg(key)?;
         let (dbv, _) = self.dbv(db);
         let out = {
-            let g = self.state()?;
+            let g = self.state(py)?;
             let st = g.as_ref().expect("checked");
             st.get(dbv, &k)
                 .map_err(errors::map)?
@@ -171,6 +171,7 @@ impl Transaction {
     #[inline]
     fn put_impl(
         &self,
+        py: Python<'_>,
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
         flags: (bool, bool, bool),
@@ -180,7 +181,7 @@ impl Transaction {
         let k = arg(key)?;
         let v = arg(value)?;
         let (dbv, dup) = self.dbv(db);
-        let mut g = self.state()?;
+        let mut g = self.state(py)?;
         let t = g.as_mut().expect("checked").rw_mut()?;
         put_result(t.put(
             dbv,
@@ -190,8 +191,13 @@ impl Transaction {
         ))
     }
 
-    pub(crate) fn open_db(&self, name: &str, flags: cairn::DbFlags) -> PyResult<Database> {
-        let mut g = self.state()?;
+    pub(crate) fn open_db(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        flags: cairn::DbFlags,
+    ) -> PyResult<Database> {
+        let mut g = self.state(py)?;
         let st = g.as_mut().expect("checked");
         if let Some(Kind::Ro(t)) = st.kind.as_ref() {
             return t.open_db(Some(name)).map_err(errors::map);
@@ -201,8 +207,8 @@ impl Transaction {
             .map_err(errors::map)
     }
 
-    pub(crate) fn db_names(&self) -> PyResult<Vec<String>> {
-        let g = self.state()?;
+    pub(crate) fn db_names(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let g = self.state(py)?;
         let st = g.as_ref().expect("checked");
         match st.kind.as_ref() {
             Some(Kind::Ro(t)) => t.db_names(),
@@ -215,28 +221,42 @@ impl Transaction {
     }
 
     pub(crate) fn copy_to(&self, py: Python<'_>, dest: &Path, compact: bool) -> PyResult<()> {
-        let shared = self.shared.clone();
-        let (depth, token) = (self.depth, self.token);
-        // The lock is taken without the GIL, so no thread waits for the GIL while holding it.
-        py.detach(move || {
-            let g = lock(&shared.state);
-            match g.as_ref() {
-                Some(st) if st.tokens.get(depth) == Some(&token) => match st.kind.as_ref() {
-                    Some(Kind::Ro(t)) => Ok(t.copy_to_file(dest, compact)),
-                    _ => Err("copy from a transaction needs a read-only transaction"),
-                },
-                _ => Err(errors::CLOSED),
-            }
-        })
-        .map_err(errors::InvalidParameterError::new_err)?
-        .map_err(errors::map)
+        let g = self.shared.state.lock(py);
+        let txn = match g.as_ref() {
+            Some(st) if st.tokens.get(self.depth) == Some(&self.token) => match st.kind.as_ref() {
+                Some(Kind::Ro(t)) => &**t,
+                _ => {
+                    return Err(errors::InvalidParameterError::new_err(
+                        "copy from a transaction needs a read-only transaction",
+                    ))
+                }
+            },
+            _ => return Err(errors::InvalidParameterError::new_err(errors::CLOSED)),
+        };
+        /// The transaction, lent to the copy while the GIL is released.
+        struct Lent(*const cairn::RoTxn<'static>);
+        // SAFETY: docs/safety.md §6, "State lock": the transaction moves to the copying thread
+        // (this one, without the GIL) while `g` keeps the lock held, so nothing else reaches
+        // it until the copy returns; the engine's read transactions are `Send`.
+        unsafe impl Send for Lent {}
+        let lent = Lent(txn);
+        // Others who want this transaction meanwhile wait with the GIL released.
+        let r = py.detach(move || {
+            let lent = lent;
+            // SAFETY: as above: `g` (held until after this returns) keeps the transaction
+            // alive and this thread its only user.
+            let txn = unsafe { &*lent.0 };
+            txn.copy_to_file(dest, compact)
+        });
+        drop(g);
+        r.map_err(errors::map)
     }
 
     fn end(&self, py: Python<'_>, commit: bool) -> PyResult<()> {
         if self.depth == 0 {
             return self.shared.end_root(py, commit);
         }
-        let mut g = lock(&self.shared.state);
+        let mut g = self.shared.state.lock(py);
         match g.as_mut() {
             Some(st) => st.end_nested(self.depth, self.token, commit),
             None => Ok(()),
@@ -312,8 +332,8 @@ impl Transaction {
     }
 
     /// The transaction's id: for a read transaction, the snapshot it reads.
-    fn id(&self) -> PyResult<u64> {
-        let g = lock(&self.shared.state);
+    fn id(&self, py: Python<'_>) -> PyResult<u64> {
+        let g = self.shared.state.lock(py);
         match g.as_ref() {
             Some(st) if st.tokens.get(self.depth) == Some(&self.token) => Ok(st.id()),
             _ => Err(closed()),
@@ -328,7 +348,7 @@ impl Transaction {
         db: Option<&Bound<'_, PyDatabase>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let s = {
-            let g = self.state()?;
+            let g = self.state(py)?;
             g.as_ref().expect("checked").stat(self.dbv(db).0)
         }
         .map_err(errors::map)?;
@@ -337,10 +357,10 @@ impl Transaction {
 
     /// Empties `db`; with delete=True also deletes it (the main database is only emptied).
     #[pyo3(signature = (db, delete=true))]
-    fn drop(&self, db: &Bound<'_, PyDatabase>, delete: bool) -> PyResult<()> {
+    fn drop(&self, py: Python<'_>, db: &Bound<'_, PyDatabase>, delete: bool) -> PyResult<()> {
         let d = db.get();
         {
-            let mut g = self.state()?;
+            let mut g = self.state(py)?;
             let t = g.as_mut().expect("checked").rw_mut()?;
             if delete {
                 t.drop_db(d.db)
@@ -380,7 +400,7 @@ impl Transaction {
         let v = arg(value)?;
         let (dbv, dup) = self.dbv(db);
         let old = {
-            let mut g = self.state()?;
+            let mut g = self.state(py)?;
             let st = g.as_mut().expect("checked");
             let old = st
                 .get(dbv, &k)
@@ -411,7 +431,7 @@ impl Transaction {
         let k = arg(key)?;
         let (dbv, dup) = self.dbv(db);
         let old = {
-            let mut g = self.state()?;
+            let mut g = self.state(py)?;
             let st = g.as_mut().expect("checked");
             let first = st.get(dbv, &k).map_err(errors::map)?;
             let old = first.map(|o| grab(py, &self.shared, o));
@@ -439,6 +459,7 @@ impl Transaction {
     #[pyo3(signature = (key, value=None, db=None))]
     fn delete(
         &self,
+        py: Python<'_>,
         key: &Bound<'_, PyAny>,
         value: Option<&Bound<'_, PyAny>>,
         db: Option<&Bound<'_, PyDatabase>>,
@@ -446,7 +467,7 @@ impl Transaction {
         let k = arg(key)?;
         let v = value.map(arg).transpose()?;
         let (dbv, dup) = self.dbv(db);
-        let mut g = self.state()?;
+        let mut g = self.state(py)?;
         let t = g.as_mut().expect("checked").rw_mut()?;
         match v {
             Some(v) if dup && !v.is_empty() => t.delete_pair(dbv, &k, &v),
@@ -537,6 +558,7 @@ pub(crate) unsafe extern "C" fn put_entry(
         );
         let db = opt_class::<PyDatabase>(db, "db")?;
         let done = slf.get().put_impl(
+            py,
             &key.expect("required"),
             &value.expect("required"),
             flags,

@@ -114,3 +114,11 @@ def test_methods_are_bound_once_and_reused(filled):
     with filled.begin() as t:
         g = t.get
         assert [g(b"k%d" % i) for i in range(10)] == [b"v%d" % i for i in range(10)]
+
+
+def test_iterator_without_keys_or_values_yields_keys(filled):
+    # py-lmdb yields keys when both are False.
+    with filled.begin() as t:
+        assert list(t.cursor().iternext(keys=False, values=False))[:2] == [b"k0", b"k1"]
+        assert list(t.cursor().iternext(keys=False, values=True))[:2] == [b"v0", b"v1"]
+        assert list(t.cursor().iternext(keys=True, values=False))[:2] == [b"k0", b"k1"]

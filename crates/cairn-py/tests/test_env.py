@@ -426,3 +426,34 @@ def test_gil_released_during_commit_and_copy(tmp_path):
             assert _progress_during(lambda: sum(range(2_000_000)), tmp_path) == 0
     finally:
         sys.setswitchinterval(0.005)
+
+
+def test_copy_from_txn_while_another_thread_uses_it(tmp_path):
+    # The copy holds the transaction with the GIL released; a thread using the same
+    # transaction meanwhile waits for it (without the GIL), then reads what it should.
+    with cairn.open(str(tmp_path / "src")) as env:
+        with env.begin(write=True) as w:
+            for i in range(100000):
+                w.put(b"%08d" % i, b"x" * 200)
+        t = env.begin()
+        seen, errors = [], []
+
+        def reader():
+            try:
+                for i in range(0, 100000, 997):
+                    seen.append(t.get(b"%08d" % i))
+            except Exception as e:  # pragma: no cover - reported below
+                errors.append(e)
+
+        dest = tmp_path / "dest"
+        dest.mkdir()
+        th = threading.Thread(target=reader)
+        progress = _progress_during(
+            lambda: (th.start(), env.copy(str(dest), compact=True, txn=t)), tmp_path
+        )
+        th.join()
+        assert progress > 0
+        assert not errors and len(seen) == 101 and all(v == b"x" * 200 for v in seen)
+        t.abort()
+        with cairn.open(str(dest), readonly=True) as c:
+            assert c.stat()["entries"] == 100000
