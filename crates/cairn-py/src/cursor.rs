@@ -438,11 +438,9 @@ impl Cursor {
     ) -> PyResult<(usize, usize)> {
         let opts = (dupdata, overwrite, append);
         if let Ok(list) = items.cast_exact::<PyList>() {
-            // Read under the lock: `get_item` runs no Python code (and checks the index
-            // against the list's length at each step).
-            self.putmulti_indexed(py, |i| list.get_item(i).ok(), opts)
+            self.putmulti_indexed(py, Items::List(list), opts)
         } else if let Ok(tuple) = items.cast_exact::<PyTuple>() {
-            self.putmulti_indexed(py, |i| tuple.get_item(i).ok(), opts)
+            self.putmulti_indexed(py, Items::Tuple(tuple), opts)
         } else {
             self.putmulti_iter(py, items, opts)
         }
@@ -694,18 +692,18 @@ impl Cursor {
     /// `(bytes, bytes)` tuples are stored under one lock with one engine cursor, straight
     /// from the `bytes` objects; any other item is converted without the lock (converting
     /// may run Python code) and stored on its own.
-    fn putmulti_indexed<'py>(
+    fn putmulti_indexed(
         &self,
         py: Python<'_>,
-        get: impl Fn(usize) -> Option<Bound<'py, PyAny>>,
+        items: Items<'_, '_>,
         opts: PutOpts,
     ) -> PyResult<(usize, usize)> {
         let (mut i, mut consumed, mut added) = (0, 0, 0);
         loop {
             let (c, a) = self.put_run(py, opts, |r| {
                 let mut last = None;
-                while let Some(item) = get(i) {
-                    match with_bytes_pair(&item, |k, v| r.put(k, v)) {
+                while let Some(item) = items.get(i) {
+                    match with_bytes_pair(item, |k, v| r.put(k, v)) {
                         None => break,
                         Some(stored) => {
                             if stored? {
@@ -717,12 +715,13 @@ impl Cursor {
                 }
                 // Copied once, at the end of the run: where the cursor stays.
                 Ok(last
-                    .and_then(&get)
-                    .and_then(|item| with_bytes_pair(&item, |k, v| (k.to_vec(), v.to_vec()))))
+                    .and_then(|j| items.get(j))
+                    .and_then(|item| with_bytes_pair(item, |k, v| (k.to_vec(), v.to_vec()))))
             })?;
             consumed += c;
             added += a;
-            let Some(item) = get(i) else {
+            // Owned from here: converting may run Python code, which may change the list.
+            let Some(item) = items.get(i).map(|b| b.to_owned()) else {
                 return Ok((consumed, added));
             };
             let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
@@ -781,19 +780,77 @@ impl Cursor {
     }
 }
 
+/// The list or tuple `putmulti` reads by index.
+#[derive(Clone, Copy)]
+enum Items<'a, 'py> {
+    List(&'a Bound<'py, PyList>),
+    Tuple(&'a Bound<'py, PyTuple>),
+}
+
+impl<'a, 'py> Items<'a, 'py> {
+    /// Item `i`, borrowed from the sequence (None past its end). The length is read at each
+    /// call, so a list changed meanwhile is still read in bounds; the item stays valid while
+    /// no Python code runs (nothing can take it out of the list).
+    #[inline]
+    fn get(self, i: usize) -> Option<Borrowed<'a, 'py, PyAny>> {
+        match self {
+            Items::List(l) => (i < l.len()).then(|| {
+                // SAFETY: docs/safety.md §6, "putmulti": `i` is below the list's length, read
+                // just now with the GIL held; the reference is borrowed from the list.
+                unsafe {
+                    Borrowed::from_ptr(
+                        l.py(),
+                        ffi::PyList_GET_ITEM(l.as_ptr(), i as ffi::Py_ssize_t),
+                    )
+                }
+            }),
+            Items::Tuple(t) => (i < t.len()).then(|| {
+                // SAFETY: as above (a tuple's length never changes).
+                unsafe { t.get_borrowed_item_unchecked(i) }
+            }),
+        }
+    }
+}
+
 /// Calls `f` with the borrowed contents of a `(bytes, bytes)` tuple, the shape `putmulti`
 /// stores without copying; None (without calling `f`) for any other item.
 #[inline]
-fn with_bytes_pair<R>(item: &Bound<'_, PyAny>, f: impl FnOnce(&[u8], &[u8]) -> R) -> Option<R> {
+fn with_bytes_pair<R>(
+    item: Borrowed<'_, '_, PyAny>,
+    f: impl FnOnce(&[u8], &[u8]) -> R,
+) -> Option<R> {
     let t = item.cast_exact::<PyTuple>().ok()?;
     if t.len() != 2 {
         return None;
     }
-    let k = t.get_borrowed_item(0).ok()?;
-    let v = t.get_borrowed_item(1).ok()?;
-    let k = k.cast_exact::<PyBytes>().ok()?;
-    let v = v.cast_exact::<PyBytes>().ok()?;
-    Some(f(k.as_bytes(), v.as_bytes()))
+    // SAFETY: docs/safety.md §6, "putmulti": the tuple has two items; they are exact `bytes`
+    // (checked before their contents are read), immutable, and kept alive by the tuple.
+    unsafe {
+        let (k, v) = (
+            t.get_borrowed_item_unchecked(0),
+            t.get_borrowed_item_unchecked(1),
+        );
+        if ffi::PyBytes_CheckExact(k.as_ptr()) == 0 || ffi::PyBytes_CheckExact(v.as_ptr()) == 0 {
+            return None;
+        }
+        Some(f(bytes_contents(k.as_ptr()), bytes_contents(v.as_ptr())))
+    }
+}
+
+/// The contents of a `bytes` object, read from its struct (no call into the interpreter).
+///
+/// # Safety
+/// `b` is a live exact `bytes` object, alive for as long as the returned slice is used.
+#[inline]
+unsafe fn bytes_contents<'a>(b: *mut ffi::PyObject) -> &'a [u8] {
+    // SAFETY: a `bytes` object holds `Py_SIZE` bytes at `PyBytes_AS_STRING` (the caller
+    // guarantees the type and the lifetime).
+    unsafe {
+        std::slice::from_raw_parts(
+            ffi::PyBytes_AS_STRING(b).cast::<u8>(),
+            ffi::Py_SIZE(b) as usize,
+        )
+    }
 }
 
 impl Cursor {
