@@ -899,11 +899,35 @@ impl<'a> Page<'a> {
 
     /// Bytes of the page in use by header, slots and live nodes.
     pub fn used_bytes(&self) -> Result<usize> {
+        // From the node headers alone (a delete asks after every removal): what `node`
+        // checks beyond the header's place matters to readers of the node, not to its size,
+        // and a total past the page is caught here.
+        let b = self.b;
+        let leaf = self.is_leaf();
         let mut sum = SLOTS_AT + self.nkeys * SLOT;
         for i in 0..self.nkeys {
-            sum += self.node_bytes(i)?;
+            let off = self.node_offset(i)?;
+            let stored = if !leaf || b[off] & NF_BIG != 0 {
+                OVERFLOW_REF
+            } else {
+                get_u32(b, off + 3) as usize
+            };
+            sum += NODE_HDR + get_u16(b, off + 1) as usize + stored;
+        }
+        if sum > b.len() {
+            return Err(self.bad("nodes overflow the page"));
         }
         Ok(sum)
+    }
+
+    /// Whether header, slots and live nodes take at least `want` bytes: a delete's question
+    /// after every removal, answered from the node count alone when each node's header
+    /// suffices (pages of many small nodes), else by summing the nodes.
+    pub fn uses_at_least(&self, want: usize) -> Result<bool> {
+        if SLOTS_AT + self.nkeys * (SLOT + NODE_HDR) >= want {
+            return Ok(true);
+        }
+        Ok(self.used_bytes()? >= want)
     }
 
     fn bad(&self, what: &str) -> Error {
@@ -1120,6 +1144,27 @@ impl<'a> PageMut<'a> {
         Ok(true)
     }
 
+    /// Replaces node `i` by `n`, which must sort at the same place (the same key, a new
+    /// value): in place when no larger, else as a remove and an insert. Returns false (page
+    /// untouched) if it does not fit.
+    pub fn replace(&mut self, i: usize, n: &NodeIn) -> Result<bool> {
+        let old = self.view().node_bytes(i)?;
+        let new = n.footprint() - SLOT;
+        // The insert below needs `new` bytes plus a slot; the removal frees `old` and a slot,
+        // compaction makes them contiguous.
+        if new > old
+            && self.gap() < n.footprint()
+            && self.view().used_bytes()? - old + new > self.b.len()
+        {
+            return Ok(false);
+        }
+        self.remove(i);
+        if !self.insert(i, n)? {
+            return Err(Error::corrupted("a replaced node does not fit (internal)"));
+        }
+        Ok(true)
+    }
+
     /// Removes slot `i`; its node bytes become dead space until the next compaction.
     pub fn remove(&mut self, i: usize) {
         let nk = self.nkeys();
@@ -1153,17 +1198,26 @@ impl<'a> PageMut<'a> {
     pub fn compact(&mut self) -> Result<()> {
         let len = self.b.len();
         let nk = self.nkeys();
-        let mut tmp = vec![0u8; len];
-        let mut upper = len;
+        // In place, without a scratch page: nodes move toward the end in order of their
+        // offsets, highest first, so each lands at or above where it starts (the nodes placed
+        // before it all lay above it) and never over a node not yet moved.
+        let mut order: Vec<(u16, u16, u16)> = Vec::with_capacity(nk);
         for i in 0..nk {
-            let s = SLOTS_AT + i * SLOT;
-            let off = get_u16(self.b, s) as usize;
+            let off = get_u16(self.b, SLOTS_AT + i * SLOT);
             let size = self.view().node_bytes(i)?;
-            upper -= size;
-            tmp[upper..upper + size].copy_from_slice(&self.b[off..off + size]);
-            put_u16(self.b, s, upper as u16);
+            order.push((off, size as u16, i as u16));
         }
-        self.b[upper..].copy_from_slice(&tmp[upper..]);
+        order.sort_unstable_by_key(|&(off, _, _)| std::cmp::Reverse(off));
+        let mut upper = len;
+        for (off, size, i) in order {
+            let (off, size) = (usize::from(off), usize::from(size));
+            if off + size > upper {
+                return Err(Error::corrupted("overlapping nodes in a page"));
+            }
+            upper -= size;
+            self.b.copy_within(off..off + size, upper);
+            put_u16(self.b, SLOTS_AT + usize::from(i) * SLOT, upper as u16);
+        }
         put_u32(self.b, H_UPPER, upper as u32);
         Ok(())
     }
@@ -1380,6 +1434,77 @@ mod tests {
         let mut b = vec![0u8; ps];
         PageMut::init(&mut b, KIND_LEAF, true);
         b
+    }
+
+    fn node_in<'a>(key: &'a [u8], val: &'a [u8]) -> NodeIn<'a> {
+        NodeIn {
+            flags: 0,
+            key,
+            val,
+            vlen: val.len() as u32,
+        }
+    }
+
+    fn contents(b: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let p = Page::new(b, 1).unwrap();
+        (0..p.nkeys())
+            .map(|i| {
+                let n = p.node(i).unwrap();
+                (n.key.to_vec(), n.val.to_vec())
+            })
+            .collect()
+    }
+
+    /// Scattered dead space is compacted in place: after removals and growing replacements
+    /// the nodes, their order and the byte count are what a fresh page would hold.
+    #[test]
+    fn compaction_and_replace_keep_every_node() {
+        let mut b = leaf(4096);
+        let mut want = Vec::new();
+        for i in 0..60u32 {
+            let k = format!("key{i:04}").into_bytes();
+            let v = vec![i as u8; (i as usize * 7) % 50];
+            assert!(PageMut::new(&mut b)
+                .insert(i as usize, &node_in(&k, &v))
+                .unwrap());
+            want.push((k, v));
+        }
+        // Every third node removed: dead space between live nodes.
+        for i in (0..60).rev().filter(|i| i % 3 == 0) {
+            PageMut::new(&mut b).remove(i);
+            want.remove(i);
+        }
+        // Grow nodes until one no longer fits; each growth needs compaction at some point.
+        let mut grown = 0;
+        for round in 0..40 {
+            for i in 0..want.len() {
+                let v = vec![round as u8; want[i].1.len() + 5];
+                let k = want[i].0.clone();
+                if PageMut::new(&mut b).replace(i, &node_in(&k, &v)).unwrap() {
+                    want[i].1 = v;
+                    grown += 1;
+                } else {
+                    // Refused: the page is untouched.
+                    assert_eq!(contents(&b), want);
+                }
+            }
+        }
+        assert!(grown > 40);
+        assert_eq!(contents(&b), want);
+        let p = Page::new(&b, 1).unwrap();
+        let live: usize = want
+            .iter()
+            .map(|(k, v)| SLOT + NODE_HDR + k.len() + v.len())
+            .sum();
+        assert_eq!(p.used_bytes().unwrap(), SLOTS_AT + live);
+        PageMut::new(&mut b).compact().unwrap();
+        assert_eq!(contents(&b), want);
+        assert_eq!(PageMut::new(&mut b).gap(), 4096 - SLOTS_AT - live);
+        // Shrinking replacements stay in place.
+        let k = want[0].0.clone();
+        assert!(PageMut::new(&mut b).replace(0, &node_in(&k, b"")).unwrap());
+        want[0].1.clear();
+        assert_eq!(contents(&b), want);
     }
 
     /// The word-wise compare is `<[u8]>::cmp` exactly: every length up to past the 32-byte

@@ -153,7 +153,7 @@ fn rebalance<W: PageWriter + ?Sized>(
             pg = parent;
             continue;
         }
-        if !merge || p.used_bytes()? >= ps / 4 {
+        if !merge || p.uses_at_least(ps / 4)? {
             return Ok(());
         }
         // Merge with a sibling: the right page of the pair is absorbed by the left one.

@@ -333,7 +333,8 @@ pub fn put_ordered<W: PageWriter + ?Sized>(
     scratch: &mut Vec<u8>,
 ) -> Result<bool> {
     let ord = DupOrder::with(rec.flags, vcmp);
-    let (pgno, i) = match search::find_leaf(w, rec, kcmp, key)? {
+    // The key's leaf made writable at once: the set or sub-tree record changes in place there.
+    let (pgno, i) = match insert::touch_leaf(w, rec, kcmp, key)? {
         Some((pg, i, true)) => (pg, i),
         _ => {
             let mode = if f.append { Mode::Append } else { Mode::Upsert };
@@ -349,6 +350,8 @@ pub fn put_ordered<W: PageWriter + ?Sized>(
     }
     let p = tree_page(w, pgno)?;
     let n = p.node(i)?;
+    // A single value on overflow pages takes the ordinary path, which frees them.
+    let replaceable = !n.is_big();
     let fm = form(w, &n, ord.fixed)?;
     match fm {
         Form::One(v0) => {
@@ -405,6 +408,22 @@ pub fn put_ordered<W: PageWriter + ?Sized>(
             if out? == insert::Outcome::Exists {
                 return exists(f);
             }
+            rec.entries += 1;
+            return Ok(true);
+        }
+    }
+    // The grown set in place of the old one in the (dirty) leaf when it fits there; the key
+    // stays, so nothing above the leaf changes.
+    if replaceable
+        && format::node_size(key.len(), scratch.len()) <= format::dups_node_max(w.page_size())
+    {
+        let node = format::NodeIn {
+            flags: NF_DUPS,
+            key,
+            val: scratch,
+            vlen: scratch.len() as u32,
+        };
+        if format::PageMut::new(w.page_mut(pgno)?).replace(i, &node)? {
             rec.entries += 1;
             return Ok(true);
         }

@@ -62,6 +62,47 @@ pub fn put_node<W: PageWriter + ?Sized>(
     put_landing(w, rec, cmp, key, val, (vlen, nflags), mode).map(|(o, _)| o)
 }
 
+/// Makes the path to the leaf where `key` is or would be writable (copy-on-write, as the
+/// descent of a put does), and returns that leaf, the slot, and whether `key` is there; None
+/// for an empty tree. For updates of a node in place (a sorted-duplicates value set), where
+/// a read-only search followed by a put would descend twice.
+pub fn touch_leaf<W: PageWriter + ?Sized>(
+    w: &mut W,
+    rec: &mut DbRecord,
+    cmp: &KeyCmp,
+    key: &[u8],
+) -> Result<Option<(u64, usize, bool)>> {
+    if rec.root == 0 {
+        return Ok(None);
+    }
+    let depth = usize::from(rec.depth);
+    if depth == 0 || depth > MAX_DEPTH {
+        return Err(Error::corrupted(format!("tree of depth {depth}")));
+    }
+    let mut pg = w.touch(rec.root)?;
+    rec.root = pg;
+    for _ in 1..depth {
+        let p = tree_page(w, pg)?;
+        let i = p.child_index(key, cmp)?;
+        let child = p.child(i)?;
+        let nc = w.touch(child)?;
+        if nc != child {
+            PageMut::new(w.page_mut(pg)?)
+                .value_area_mut(i)?
+                .copy_from_slice(&nc.to_le_bytes());
+        }
+        pg = nc;
+    }
+    let p = tree_page(w, pg)?;
+    if !p.is_leaf() {
+        return Err(Error::corrupted(format!(
+            "page {pg}: a branch at the leaf level of a tree of depth {depth}"
+        )));
+    }
+    let (i, exact) = p.lower_bound(key, cmp, 0)?;
+    Ok(Some((pg, i, exact)))
+}
+
 /// `put_node` (the value's length and node flags as `vl`), also returning the (dirty) leaf
 /// that holds the key afterwards and the key's slot there, when no page was split: a hint for
 /// [`put_in_leaf`].

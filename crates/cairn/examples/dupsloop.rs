@@ -1,0 +1,95 @@
+//! Profiling aid for sorted duplicates, the harness's `dups` suite in one process: N pairs
+//! over 1,000 keys (16-byte decimal keys and values) inserted in random order, 10,000 per
+//! write transaction; every key's values iterated; half of the pairs deleted one by one in
+//! random order, 10,000 per transaction. Each phase runs in a function named `work_*`, so
+//! that callgrind can count one alone:
+//!
+//!     valgrind --tool=callgrind --toggle-collect='dupsloop::work_insert' \
+//!         target/release/examples/dupsloop 200000
+use cairn::{Database, DbFlags, Env, PutFlags, RwTxn};
+
+const KEYS: u64 = 1000;
+const BATCH: usize = 10_000;
+
+/// `i` as 16 decimal digits (cheap: the profile should show the engine, not formatting).
+fn dec(mut i: u64) -> [u8; 16] {
+    let mut b = [b'0'; 16];
+    for d in b.iter_mut().rev() {
+        *d = b'0' + (i % 10) as u8;
+        i /= 10;
+    }
+    b
+}
+
+/// A permutation of 0..n (xorshift-driven Fisher-Yates, fixed seed).
+fn permutation(n: u64, seed: u64) -> Vec<u64> {
+    let mut v: Vec<u64> = (0..n).collect();
+    let mut x = seed | 1;
+    for i in (1..v.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    v
+}
+
+fn batches(
+    env: &Env,
+    order: &[u64],
+    mut op: impl FnMut(&mut RwTxn<'_>, u64) -> cairn::Result<()>,
+) -> cairn::Result<()> {
+    for chunk in order.chunks(BATCH) {
+        let mut w = env.write_txn()?;
+        for &i in chunk {
+            op(&mut w, i)?;
+        }
+        w.commit()?;
+    }
+    Ok(())
+}
+
+#[inline(never)]
+fn work_insert(env: &Env, db: Database, order: &[u64]) -> cairn::Result<()> {
+    batches(env, order, |w, i| {
+        w.put(db, &dec(i % KEYS), &dec(i), PutFlags::empty())
+    })
+}
+
+#[inline(never)]
+fn work_iterate(env: &Env, db: Database) -> cairn::Result<u64> {
+    let r = env.read_txn()?;
+    let mut n = 0;
+    for k in 0..KEYS {
+        for v in r.iter_dup(db, &dec(k))? {
+            n += v?.len() as u64 / 16;
+        }
+    }
+    Ok(n)
+}
+
+#[inline(never)]
+fn work_delete(env: &Env, db: Database, order: &[u64]) -> cairn::Result<()> {
+    batches(env, order, |w, i| {
+        w.delete_pair(db, &dec(i % KEYS), &dec(i)).map(|_| ())
+    })
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let n: u64 = std::env::args()
+        .nth(1)
+        .map_or(200_000, |s| s.parse().unwrap());
+    let dir = tempfile::tempdir()?;
+    let env = Env::options().map_reserve(1 << 32).open(dir.path())?;
+    let mut w = env.write_txn()?;
+    let db = w.create_db(None, DbFlags::DUP_SORT | DbFlags::CREATE)?;
+    w.commit()?;
+    work_insert(&env, db, &permutation(n, 0x9E37_79B9_7F4A_7C15))?;
+    let seen = work_iterate(&env, db)?;
+    assert_eq!(seen, n);
+    let del = permutation(n, 0x2545_F491_4F6C_DD1D);
+    work_delete(&env, db, &del[..(n / 2) as usize])?;
+    env.read_txn()?.check()?;
+    println!("{n} pairs inserted, iterated, half deleted");
+    Ok(())
+}
