@@ -37,10 +37,31 @@ impl std::ops::Deref for Arg<'_> {
 /// memoryview, array) by copy; `str` is refused as py-lmdb refuses it.
 #[inline]
 pub(crate) fn arg<'a>(o: &'a Bound<'_, PyAny>) -> PyResult<Arg<'a>> {
+    if o.is_exact_instance_of::<PyBytes>() {
+        // SAFETY: docs/safety.md §6, "putmulti": an exact `bytes`, alive while `o` is
+        // borrowed.
+        return Ok(Arg::Borrowed(unsafe { bytes_contents(o.as_ptr()) }));
+    }
     if let Ok(b) = o.cast::<PyBytes>() {
         return Ok(Arg::Borrowed(b.as_bytes()));
     }
     arg_slow(o)
+}
+
+/// The contents of a `bytes` object, read from its struct (no call into the interpreter).
+///
+/// # Safety
+/// `b` is a live exact `bytes` object, alive for as long as the returned slice is used.
+#[inline]
+pub(crate) unsafe fn bytes_contents<'a>(b: *mut ffi::PyObject) -> &'a [u8] {
+    // SAFETY: a `bytes` object holds `Py_SIZE` bytes at `PyBytes_AS_STRING` (the caller
+    // guarantees the type and the lifetime).
+    unsafe {
+        std::slice::from_raw_parts(
+            ffi::PyBytes_AS_STRING(b).cast::<u8>(),
+            ffi::Py_SIZE(b) as usize,
+        )
+    }
 }
 
 #[cold]

@@ -7,7 +7,7 @@
 //! find nothing, `next_nodup`/`prev_nodup` are `next`/`prev`, `first_dup`/`last_dup` raise
 //! `IncompatibleError` (LMDB's answer) and `count()` is 1.
 
-use crate::convert::{arg, finish, grab, Arg, Out};
+use crate::convert::{arg, bytes_contents, finish, grab, Arg, Out};
 use crate::env::PyDatabase;
 use crate::errors::{self, closed};
 use crate::fastcall::enter;
@@ -834,22 +834,6 @@ fn with_bytes_pair<R>(
             return None;
         }
         Some(f(bytes_contents(k.as_ptr()), bytes_contents(v.as_ptr())))
-    }
-}
-
-/// The contents of a `bytes` object, read from its struct (no call into the interpreter).
-///
-/// # Safety
-/// `b` is a live exact `bytes` object, alive for as long as the returned slice is used.
-#[inline]
-unsafe fn bytes_contents<'a>(b: *mut ffi::PyObject) -> &'a [u8] {
-    // SAFETY: a `bytes` object holds `Py_SIZE` bytes at `PyBytes_AS_STRING` (the caller
-    // guarantees the type and the lifetime).
-    unsafe {
-        std::slice::from_raw_parts(
-            ffi::PyBytes_AS_STRING(b).cast::<u8>(),
-            ffi::Py_SIZE(b) as usize,
-        )
     }
 }
 

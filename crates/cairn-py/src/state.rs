@@ -332,6 +332,7 @@ impl TxnState {
 
     /// The write transaction for changing it: parks every cursor first (their shared borrows
     /// end here). Fails with `ReadonlyError` in a read transaction.
+    #[inline]
     pub(crate) fn rw_mut(&mut self) -> PyResult<&mut RwTxn<'static>> {
         self.park_cursors();
         if let Some(n) = self.levels.last_mut() {
@@ -347,7 +348,14 @@ impl TxnState {
     }
 
     /// Saves each cursor's position as a key and drops its engine cursor.
+    #[inline]
     pub(crate) fn park_cursors(&mut self) {
+        if !self.cursors.is_empty() {
+            self.park_each();
+        }
+    }
+
+    fn park_each(&mut self) {
         if !matches!(self.kind, Some(Kind::Rw(_))) {
             return;
         }

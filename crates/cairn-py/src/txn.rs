@@ -13,7 +13,7 @@ use crate::state::{thread_tag, Kind, StateCell, StateGuard, TxnShared, TxnState}
 use cairn::{Database, PutFlags};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyTuple};
 use pyo3::Borrowed;
 use std::ffi::CStr;
 use std::path::Path;
@@ -157,9 +157,11 @@ impl Transaction {
         let out = {
             let g = self.state(py)?;
             let st = g.as_ref().expect("checked");
-            st.get(dbv, &k)
-                .map_err(errors::map)?
-                .map(|v| grab(py, &self.shared, v))
+            match st.get(dbv, &k).map_err(errors::map)? {
+                Some(v) if !self.shared.buffers => return Ok(PyBytes::new(py, v).into_any()),
+                Some(v) => Some(grab(py, &self.shared, v)),
+                None => None,
+            }
         };
         match out {
             Some(o) => finish(py, &self.shared, o),
