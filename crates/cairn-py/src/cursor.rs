@@ -99,8 +99,7 @@ impl Cursor {
         let sl = self.slot(&mut g)?;
         let c = sl.cur.as_mut().expect("live");
         let r = if exact { c.set(key) } else { c.set_range(key) };
-        sl.valid = r.map_err(errors::map)?.is_some();
-        Ok(sl.valid)
+        Ok(sl.land(r.map_err(errors::map)?))
     }
 
     /// The current entry (key and/or value) captured under the lock.
@@ -115,8 +114,16 @@ impl Cursor {
         if !sl.valid {
             return Ok(None);
         }
-        let c = sl.cur.as_ref().expect("live");
-        match c.current().map_err(errors::map)? {
+        let e = match sl.here {
+            Some(e) => Some(e),
+            None => sl
+                .cur
+                .as_ref()
+                .expect("live")
+                .current()
+                .map_err(errors::map)?,
+        };
+        match e {
             Some((k, v)) => Ok(Some((
                 keys.then(|| grab(py, &self.shared, k)),
                 values.then(|| grab(py, &self.shared, v)),
@@ -164,11 +171,12 @@ impl Cursor {
         f: impl FnOnce(&mut cairn::RwTxn<'static>, cairn::Database, bool) -> PyResult<R>,
     ) -> PyResult<R> {
         let mut g = self.lock(py)?;
+        let st = g.as_mut().expect("checked");
         let (db, dup) = {
-            let sl = self.slot(&mut g)?;
+            // As it is: a parked engine cursor need not be rebuilt to be parked again.
+            let sl = st.slot_mut(self.slot, self.id)?;
             (sl.db, sl.dup)
         };
-        let st = g.as_mut().expect("checked");
         let r = f(st.rw_mut()?, db, dup)?;
         if let Some((k, v)) = at(&r) {
             // Parked by `rw_mut`: the engine cursor is rebuilt there on next use.
@@ -233,7 +241,7 @@ fn step_entry(sl: &mut Slot, s: Step) -> PyResult<Option<(&'static [u8], &'stati
         Step::PrevNodup => c.prev_nodup(),
     };
     let e = r.map_err(errors::map)?;
-    sl.valid = e.is_some();
+    sl.land(e);
     Ok(e)
 }
 
@@ -540,6 +548,8 @@ impl Cursor {
             let c = sl.cur.as_mut().expect("live");
             let mut e = c.set(&k).map_err(errors::map)?;
             sl.valid = e.is_some();
+            // Moved on below: the engine says where it stands.
+            sl.here = None;
             while let Some((ek, ev)) = e {
                 found.push((ek.to_vec(), ev.to_vec()));
                 e = if dupdata && sl.dup {
@@ -854,8 +864,7 @@ impl Cursor {
         }
         let c = sl.cur.as_mut().expect("live");
         let r = if first { c.first_dup() } else { c.last_dup() };
-        sl.valid = r.map_err(errors::map)?.is_some();
-        Ok(sl.valid)
+        Ok(sl.land(r.map_err(errors::map)?))
     }
 
     fn seek_dup(&self, py: Python<'_>, key: &[u8], value: &[u8], exact: bool) -> PyResult<bool> {
@@ -867,8 +876,7 @@ impl Cursor {
         } else {
             c.get_both_range(key, value)
         };
-        sl.valid = r.map_err(errors::map)?.is_some();
-        Ok(sl.valid)
+        Ok(sl.land(r.map_err(errors::map)?))
     }
 
     fn owned<'py>(&self, py: Python<'py>, v: Option<Vec<u8>>) -> PyResult<Bound<'py, PyAny>> {

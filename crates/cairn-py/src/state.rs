@@ -244,8 +244,23 @@ pub(crate) struct Slot {
     pub saved: Saved,
     /// Whether the cursor stands on an entry.
     pub valid: bool,
+    /// The entry the engine returned at the cursor's last move, when known: what `key()`,
+    /// `value()` and `item()` read without asking the engine again. Valid until the cursor
+    /// moves or the transaction changes: every change parks the cursors first, which clears
+    /// it (docs/safety.md §6, "Entry cache").
+    pub here: Option<(&'static [u8], &'static [u8])>,
     pub depth: usize,
     pub token: u64,
+}
+
+impl Slot {
+    /// Records where a move landed; returns whether on an entry.
+    #[inline]
+    pub(crate) fn land(&mut self, e: Option<(&'static [u8], &'static [u8])>) -> bool {
+        self.here = e;
+        self.valid = e.is_some();
+        self.valid
+    }
 }
 
 /// The engine transaction with its cursors and nested levels (see the module invariants).
@@ -360,6 +375,7 @@ impl TxnState {
             return;
         }
         for s in self.cursors.iter_mut().flatten() {
+            s.here = None;
             if let Some(c) = s.cur.take() {
                 s.saved = match (s.valid, c.current()) {
                     (true, Ok(Some((k, v)))) => Saved::At(k.to_vec(), v.to_vec()),
@@ -430,6 +446,7 @@ impl TxnState {
             cur: Some(cur),
             saved: Saved::Unset,
             valid: false,
+            here: None,
             depth,
             token,
         };
@@ -468,6 +485,7 @@ impl TxnState {
             let db = self.cursors[i].as_ref().expect("checked").db;
             let mut c = self.engine_cursor(db).map_err(errors::map)?;
             let s = self.cursors[i].as_mut().expect("checked");
+            s.here = None;
             s.valid = match &s.saved {
                 Saved::Unset => false,
                 Saved::At(k, v) => seek_pair(&mut c, s.dup, k, v).map_err(errors::map)?,

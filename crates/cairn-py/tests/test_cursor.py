@@ -253,3 +253,43 @@ def test_putmulti_in_sorted_order_is_one_run(env):
         assert t.cursor().putmulti(items[::-1]) == (20000, 20000)
     with env.begin() as t:
         assert list(t.cursor()) == items
+
+
+def test_cursor_reads_see_writes_made_after_its_move(env):
+    # key()/value()/item() read the entry the last move returned, until the transaction
+    # changes: then they read the changed data.
+    with env.begin(write=True) as t:
+        for i in range(50):
+            t.put(b"k%02d" % i, b"v%02d" % i)
+        c = t.cursor()
+        assert c.set_key(b"k10") and c.value() == b"v10"
+        t.put(b"k10", b"changed" * 100)  # grows: the leaf is rewritten
+        assert c.key() == b"k10" and c.value() == b"changed" * 100
+        assert c.next() and c.item() == (b"k11", b"v11")
+        other = t.cursor()
+        assert other.set_key(b"k11")
+        other.delete()
+        assert c.key() == b"k12" and c.value() == b"v12"  # its entry went: now on the next
+        for i in range(50, 400):
+            t.put(b"k%03d" % i, b"x" * 50)  # splits pages under the cursor
+        assert c.item() == (b"k12", b"v12")
+        with t.cursor() as d:
+            assert d.first() and d.item() == (b"k00", b"v00")
+            d.put(b"k00", b"new")
+            assert d.item() == (b"k00", b"new")
+            assert d.next() and d.key() == b"k01"
+
+
+def test_cursor_reads_after_nested_transaction(env):
+    with env.begin(write=True) as t:
+        t.put(b"a", b"1")
+        t.put(b"b", b"2")
+        c = t.cursor()
+        assert c.set_key(b"a") and c.value() == b"1"
+        with env.begin(write=True, parent=t) as child:
+            child.put(b"a", b"from child")
+        assert c.value() == b"from child"
+        child = env.begin(write=True, parent=t)
+        child.put(b"a", b"aborted")
+        child.abort()
+        assert c.item() == (b"a", b"from child")
