@@ -1,7 +1,10 @@
 //! Deletion: remove from the leaf, then merge pages that fell under a quarter full into a
 //! sibling when the two fit in one page, up to the root, which collapses when it has one child.
 
-use super::{build_page, count_page, hinted, page_nodes, search, tree_page, PageWriter, MAX_DEPTH};
+use super::{
+    build_page, count_page, hinted, page_nodes, search, touch_child, tree_page, PageWriter,
+    MAX_DEPTH,
+};
 use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, KeyCmp, PageMut, KIND_BRANCH, KIND_LEAF};
 
@@ -41,15 +44,8 @@ pub fn delete_with<W: PageWriter + ?Sized>(
             break;
         }
         let i = p.child_index(key, cmp)?;
-        let child = p.child(i)?;
-        let nc = w.touch(child)?;
-        if nc != child {
-            PageMut::new(w.page_mut(pg)?)
-                .value_area_mut(i)?
-                .copy_from_slice(&nc.to_le_bytes());
-        }
         path.push((pg, i));
-        pg = nc;
+        pg = touch_child(w, pg, i, p.child(i)?)?;
     }
     let (i, exact) = tree_page(w, pg)?.lower_bound(key, cmp, 0)?;
     if !exact {

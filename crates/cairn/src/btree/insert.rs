@@ -2,7 +2,8 @@
 //! needed. Appends at the right edge split "at the end" so that sorted loads fill pages.
 
 use super::{
-    build_page, count_page, hinted, page_nodes, tree_page, OwnedNode, PageWriter, MAX_DEPTH,
+    build_page, count_page, hinted, page_nodes, touch_child, tree_page, OwnedNode, PageWriter,
+    MAX_DEPTH,
 };
 use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, KeyCmp, NodeIn, PageMut, KIND_BRANCH, KIND_LEAF, NF_BIG};
@@ -84,14 +85,7 @@ pub fn touch_leaf<W: PageWriter + ?Sized>(
     for _ in 1..depth {
         let p = tree_page(w, pg)?;
         let i = p.child_index(key, cmp)?;
-        let child = p.child(i)?;
-        let nc = w.touch(child)?;
-        if nc != child {
-            PageMut::new(w.page_mut(pg)?)
-                .value_area_mut(i)?
-                .copy_from_slice(&nc.to_le_bytes());
-        }
-        pg = nc;
+        pg = touch_child(w, pg, i, p.child(i)?)?;
     }
     let p = tree_page(w, pg)?;
     if !p.is_leaf() {
@@ -148,15 +142,8 @@ pub fn put_landing<W: PageWriter + ?Sized>(
         } else {
             p.child_index(key, cmp)?
         };
-        let child = p.child(i)?;
-        let nc = w.touch(child)?;
-        if nc != child {
-            PageMut::new(w.page_mut(pg)?)
-                .value_area_mut(i)?
-                .copy_from_slice(&nc.to_le_bytes());
-        }
         *slot = (pg, i);
-        pg = nc;
+        pg = touch_child(w, pg, i, p.child(i)?)?;
     }
     let path = &*path;
     let p = tree_page(w, pg)?;

@@ -51,6 +51,25 @@ pub trait PageWriter: PageSource {
     }
 }
 
+/// One step of a copy-on-write descent: makes `child`, child `i` of the dirty branch `pg`,
+/// writable, pointing the branch at the copy if one was made; returns the child's (new)
+/// number.
+#[inline]
+pub fn touch_child<W: PageWriter + ?Sized>(
+    w: &mut W,
+    pg: u64,
+    i: usize,
+    child: u64,
+) -> Result<u64> {
+    let nc = w.touch(child)?;
+    if nc != child {
+        format::PageMut::new(w.page_mut(pg)?)
+            .value_area_mut(i)?
+            .copy_from_slice(&nc.to_le_bytes());
+    }
+    Ok(nc)
+}
+
 /// A tree-page view of `pgno`.
 #[inline]
 pub fn tree_page<S: PageSource + ?Sized>(src: &S, pgno: u64) -> Result<format::Page<'_>> {
