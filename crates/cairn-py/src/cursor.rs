@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 /// A movement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Step {
+pub(crate) enum Step {
     First,
     Last,
     Next,
@@ -88,13 +88,13 @@ impl Cursor {
         g.as_mut().expect("checked").cursor(self.slot, self.id)
     }
 
-    fn step(&self, py: Python<'_>, s: Step) -> PyResult<bool> {
+    pub(crate) fn step(&self, py: Python<'_>, s: Step) -> PyResult<bool> {
         let mut g = self.lock(py)?;
         let sl = self.slot(&mut g)?;
         move_slot(sl, s)
     }
 
-    fn seek(&self, py: Python<'_>, key: &[u8], exact: bool) -> PyResult<bool> {
+    pub(crate) fn seek(&self, py: Python<'_>, key: &[u8], exact: bool) -> PyResult<bool> {
         let mut g = self.lock(py)?;
         let sl = self.slot(&mut g)?;
         let c = sl.cur.as_mut().expect("live");
@@ -110,56 +110,43 @@ impl Cursor {
         keys: bool,
         values: bool,
     ) -> PyResult<Option<(Option<Out<'py>>, Option<Out<'py>>)>> {
-        let sl = self.slot(g)?;
-        if !sl.valid {
-            return Ok(None);
-        }
-        let e = match sl.here {
-            Some(e) => Some(e),
-            None => sl
-                .cur
-                .as_ref()
-                .expect("live")
-                .current()
-                .map_err(errors::map)?,
-        };
-        match e {
-            Some((k, v)) => Ok(Some((
+        Ok(entry(self.slot(g)?)?.map(|(k, v)| {
+            (
                 keys.then(|| grab(py, &self.shared, k)),
                 values.then(|| grab(py, &self.shared, v)),
-            ))),
-            None => {
-                sl.valid = false;
-                Ok(None)
-            }
-        }
+            )
+        }))
     }
 
-    fn item_obj<'py>(
+    /// `key()`, `value()` or `item()` (both): the current entry's parts, empty ones when the
+    /// cursor is unpositioned.
+    pub(crate) fn read<'py>(
         &self,
         py: Python<'py>,
         keys: bool,
         values: bool,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let cur = {
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (k, v) = {
             let mut g = self.lock(py)?;
-            self.current(py, &mut g, keys, values)?
-        };
-        Ok(match cur {
-            None => None,
-            Some((Some(k), Some(v))) => {
-                let k = finish(py, &self.shared, k)?;
-                let v = finish(py, &self.shared, v)?;
-                Some(pair(py, k, v)?.into_any())
+            if self.shared.buffers {
+                self.current(py, &mut g, keys, values)?.unwrap_or_else(|| {
+                    let e = || grab(py, &self.shared, b"");
+                    (keys.then(e), values.then(e))
+                })
+            } else {
+                // `bytes` made here, the tuple after the lock.
+                let (k, v) = entry(self.slot(&mut g)?)?.unwrap_or((b"", b""));
+                let b = |s: &[u8]| Out::Obj(PyBytes::new(py, s).into_any());
+                (keys.then(|| b(k)), values.then(|| b(v)))
             }
-            Some((Some(k), None)) => Some(finish(py, &self.shared, k)?),
-            Some((None, Some(v))) => Some(finish(py, &self.shared, v)?),
-            Some((None, None)) => Some(py.None().into_bound(py)),
+        };
+        let k = k.map(|k| finish(py, &self.shared, k)).transpose()?;
+        let v = v.map(|v| finish(py, &self.shared, v)).transpose()?;
+        Ok(match (k, v) {
+            (Some(k), Some(v)) => pair(py, k, v)?.into_any(),
+            (Some(x), None) | (None, Some(x)) => x,
+            (None, None) => py.None().into_bound(py),
         })
-    }
-
-    fn empty<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        finish(py, &self.shared, grab(py, &self.shared, b""))
     }
 
     /// Changes data through the write transaction (given the database and whether it keeps
@@ -225,6 +212,26 @@ fn move_slot(sl: &mut Slot, s: Step) -> PyResult<bool> {
     Ok(step_entry(sl, s)?.is_some())
 }
 
+/// The entry a slot's cursor stands on (None if unpositioned), valid while the transaction
+/// lock is held: the one its last move returned, or else the engine's answer.
+#[inline]
+fn entry(sl: &mut Slot) -> PyResult<Option<(&'static [u8], &'static [u8])>> {
+    if !sl.valid {
+        return Ok(None);
+    }
+    let e = match sl.here {
+        Some(e) => Some(e),
+        None => sl
+            .cur
+            .as_ref()
+            .expect("live")
+            .current()
+            .map_err(errors::map)?,
+    };
+    sl.valid = e.is_some();
+    Ok(e)
+}
+
 /// Moves a slot's cursor one step; returns the entry it lands on (valid while the
 /// transaction lock is held).
 #[inline]
@@ -279,70 +286,6 @@ impl Cursor {
         }
     }
 
-    /// The current key (empty if the cursor is unpositioned).
-    fn key<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        match self.item_obj(py, true, false)? {
-            Some(k) => Ok(k),
-            None => self.empty(py),
-        }
-    }
-
-    /// The current value (empty if the cursor is unpositioned).
-    fn value<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        match self.item_obj(py, false, true)? {
-            Some(v) => Ok(v),
-            None => self.empty(py),
-        }
-    }
-
-    /// The current (key, value) (empty values if the cursor is unpositioned).
-    fn item<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        match self.item_obj(py, true, true)? {
-            Some(i) => Ok(i),
-            None => Ok(pair(py, self.empty(py)?, self.empty(py)?)?.into_any()),
-        }
-    }
-
-    /// Moves to the first entry; False if the database is empty.
-    fn first(&self, py: Python<'_>) -> PyResult<bool> {
-        self.step(py, Step::First)
-    }
-
-    /// Moves to the last entry; False if the database is empty.
-    fn last(&self, py: Python<'_>) -> PyResult<bool> {
-        self.step(py, Step::Last)
-    }
-
-    /// Moves to the next entry (from an unpositioned cursor: the first).
-    fn next(&self, py: Python<'_>) -> PyResult<bool> {
-        self.step(py, Step::Next)
-    }
-
-    /// Moves to the previous entry (from an unpositioned cursor: the last).
-    fn prev(&self, py: Python<'_>) -> PyResult<bool> {
-        self.step(py, Step::Prev)
-    }
-
-    /// Moves to the next key (skipping the current key's other duplicates).
-    fn next_nodup(&self, py: Python<'_>) -> PyResult<bool> {
-        self.step(py, Step::NextNodup)
-    }
-
-    /// Moves to the previous key (skipping the current key's other duplicates).
-    fn prev_nodup(&self, py: Python<'_>) -> PyResult<bool> {
-        self.step(py, Step::PrevNodup)
-    }
-
-    /// Moves to the next duplicate of the current key.
-    fn next_dup(&self, py: Python<'_>) -> PyResult<bool> {
-        self.step(py, Step::NextDup)
-    }
-
-    /// Moves to the previous duplicate of the current key.
-    fn prev_dup(&self, py: Python<'_>) -> PyResult<bool> {
-        self.step(py, Step::PrevDup)
-    }
-
     /// Moves to the first duplicate of the current key (dupsort databases).
     fn first_dup(&self, py: Python<'_>) -> PyResult<bool> {
         self.dup_edge(py, true)
@@ -351,16 +294,6 @@ impl Cursor {
     /// Moves to the last duplicate of the current key (dupsort databases).
     fn last_dup(&self, py: Python<'_>) -> PyResult<bool> {
         self.dup_edge(py, false)
-    }
-
-    /// Moves to exactly `key`; False (unpositioned) if it does not exist.
-    fn set_key(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        self.seek(py, &arg(key)?, true)
-    }
-
-    /// Moves to the first key greater than or equal to `key`.
-    fn set_range(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        self.seek(py, &arg(key)?, false)
     }
 
     /// Moves to exactly `key` with exactly `value`.
@@ -381,21 +314,6 @@ impl Cursor {
         value: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
         self.seek_dup(py, &arg(key)?, &arg(value)?, false)
-    }
-
-    /// Moves to `key` and returns its value, or `default`.
-    #[pyo3(signature = (key, default=None))]
-    fn get<'py>(
-        &self,
-        py: Python<'py>,
-        key: &Bound<'py, PyAny>,
-        default: Option<Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        if self.seek(py, &arg(key)?, true)? {
-            self.value(py)
-        } else {
-            Ok(default.unwrap_or_else(|| py.None().into_bound(py)))
-        }
     }
 
     /// Number of values of the current key.

@@ -1,5 +1,6 @@
 //! Plain CPython entry points for the per-operation methods: `Transaction.get`,
-//! `Transaction.put` and the cursor iterator's `__next__`.
+//! `Transaction.put`, the cursor's movements and reads (`cursor_calls`) and the cursor
+//! iterator's `__next__`.
 //!
 //! PyO3's generated wrappers cost about 20 ns a call on this path (the attach count kept in a
 //! thread-local, a generic argument description, a type check of `self`, the result
@@ -180,23 +181,39 @@ fn argument_error(py: Python<'_>, name: &str, e: PyErr) -> PyErr {
     }
 }
 
+/// A method's C function and its calling convention.
+#[derive(Clone, Copy)]
+pub(crate) enum Meth {
+    /// `METH_FASTCALL | METH_KEYWORDS`.
+    Fast(FastFn),
+    /// `METH_NOARGS`: called with `self` and NULL.
+    NoArgs(ffi::PyCFunction),
+}
+
 /// Installs `f` as method `name` of `ty` (replacing any attribute of that name); `doc` starts
 /// with the text signature (`name($self, ...)\n--\n\n`), as CPython reads it.
 pub(crate) fn install_method(
     ty: &Bound<'_, PyType>,
     name: &'static CStr,
-    f: FastFn,
+    f: Meth,
     doc: &'static CStr,
 ) -> PyResult<()> {
     let py = ty.py();
+    let (ml_meth, ml_flags) = match f {
+        Meth::Fast(f) => (
+            ffi::PyMethodDefPointer {
+                PyCFunctionFastWithKeywords: f,
+            },
+            ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+        ),
+        Meth::NoArgs(f) => (ffi::PyMethodDefPointer { PyCFunction: f }, ffi::METH_NOARGS),
+    };
     // CPython keeps a pointer to the definition for as long as the method exists: it is leaked
     // (once per import of the module).
     let def: &'static mut ffi::PyMethodDef = Box::leak(Box::new(ffi::PyMethodDef {
         ml_name: name.as_ptr(),
-        ml_meth: ffi::PyMethodDefPointer {
-            PyCFunctionFastWithKeywords: f,
-        },
-        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+        ml_meth,
+        ml_flags,
         ml_doc: doc.as_ptr(),
     }));
     // SAFETY: docs/safety.md §6, "Entry points": a method descriptor over a definition that

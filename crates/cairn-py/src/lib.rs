@@ -14,12 +14,14 @@
 
 mod convert;
 mod cursor;
+mod cursor_calls;
 mod env;
 mod errors;
 mod fastcall;
 mod state;
 mod txn;
 
+use fastcall::Meth;
 use pyo3::prelude::*;
 
 /// The version of the Cairn engine as (major, minor, patch), or with subpatch=True
@@ -59,8 +61,9 @@ fn _cairn(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The per-operation methods, as plain CPython entry points (see `fastcall`).
     let py = m.py();
     let txn = py.get_type::<txn::Transaction>();
-    fastcall::install_method(&txn, c"get", txn::get_entry, txn::GET_DOC)?;
-    fastcall::install_method(&txn, c"put", txn::put_entry, txn::PUT_DOC)?;
+    fastcall::install_method(&txn, c"get", Meth::Fast(txn::get_entry), txn::GET_DOC)?;
+    fastcall::install_method(&txn, c"put", Meth::Fast(txn::put_entry), txn::PUT_DOC)?;
+    cursor_calls::install(&py.get_type::<cursor::Cursor>())?;
     fastcall::install_iternext(&py.get_type::<cursor::Iter>(), cursor::iter_next_entry);
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(enable_drop_gil, m)?)?;

@@ -122,3 +122,44 @@ def test_iterator_without_keys_or_values_yields_keys(filled):
         assert list(t.cursor().iternext(keys=False, values=False))[:2] == [b"k0", b"k1"]
         assert list(t.cursor().iternext(keys=False, values=True))[:2] == [b"v0", b"v1"]
         assert list(t.cursor().iternext(keys=True, values=False))[:2] == [b"k0", b"k1"]
+
+
+def test_cursor_entry_points(filled):
+    with filled.begin() as t:
+        c = t.cursor()
+        assert c.key() == b"" and c.value() == b"" and c.item() == (b"", b"")
+        assert c.set_key(key=b"k3") and c.item() == (b"k3", b"v3")
+        assert c.set_range(b"k35") and c.key() == b"k4"
+        assert c.get(b"k5") == b"v5" and c.key() == b"k5"
+        assert c.get(b"nope") is None and c.get(b"nope", default=1) == 1
+        assert c.first() and c.key() == b"k0" and c.last() and c.key() == b"k9"
+        assert c.prev() and c.value() == b"v8"
+        assert c.next_nodup() and c.key() == b"k9" and not c.next_nodup()
+        assert c.key() == b""  # past the end: unpositioned
+        with pytest.raises(TypeError, match="takes no arguments"):
+            c.next(1)
+        with pytest.raises(TypeError, match="missing 1 required positional argument: 'key'"):
+            c.set_key()
+        with pytest.raises(TypeError, match="unexpected keyword argument 'k'"):
+            c.get(k=b"x")
+        with pytest.raises(TypeError, match="Unicode"):
+            c.set_range("text")
+    assert list(inspect.signature(cairn.Cursor.get).parameters) == ["self", "key", "default"]
+    assert list(inspect.signature(cairn.Cursor.next).parameters) == ["self"]
+    t = filled.begin()
+    c = t.cursor()
+    t.abort()
+    for call in (c.next, c.key, lambda: c.set_key(b"k1"), lambda: c.get(b"k1")):
+        with pytest.raises(cairn.Error):
+            call()
+
+
+def test_cursor_buffers_entry_points(filled):
+    with filled.begin(buffers=True) as t:
+        c = t.cursor()
+        assert c.set_key(b"k2")
+        k, v = c.item()
+        assert isinstance(k, memoryview) and bytes(k) == b"k2" and bytes(v) == b"v2"
+        assert bytes(c.get(b"k7")) == b"v7" and bytes(c.key()) == b"k7"
+    with pytest.raises(ValueError):
+        bytes(v)
