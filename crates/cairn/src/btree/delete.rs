@@ -2,8 +2,7 @@
 //! sibling when the two fit in one page, up to the root, which collapses when it has one child.
 
 use super::{
-    build_page, count_page, hinted, page_nodes, search, touch_child, tree_page, PageWriter,
-    MAX_DEPTH,
+    build_page, count_page, hinted, page_nodes, touch_child, tree_page, PageWriter, MAX_DEPTH,
 };
 use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, KeyCmp, PageMut, KIND_BRANCH, KIND_LEAF};
@@ -28,11 +27,39 @@ pub fn delete_with<W: PageWriter + ?Sized>(
     key: &[u8],
     merge: bool,
 ) -> Result<bool> {
-    match search::find_leaf(w, rec, cmp, key)? {
-        Some((_, _, true)) => {}
-        _ => return Ok(false),
+    if rec.root == 0 {
+        return Ok(false);
     }
-    let mut path: Vec<(u64, usize)> = Vec::with_capacity(rec.depth as usize);
+    // A read-only descent first, so that deleting an absent key touches nothing. When it ends
+    // in a dirty leaf, the whole path is dirty (a page is made writable only below a writable
+    // parent) and serves as it is; else the path is made writable.
+    let depth = usize::from(rec.depth);
+    if depth == 0 || depth > MAX_DEPTH {
+        return Err(Error::corrupted(format!("tree of depth {depth}")));
+    }
+    let mut path: Vec<(u64, usize)> = Vec::with_capacity(depth);
+    let mut pg = rec.root;
+    for _ in 1..depth {
+        let p = tree_page(w, pg)?;
+        let i = p.child_index(key, cmp)?;
+        path.push((pg, i));
+        pg = p.child(i)?;
+    }
+    let p = tree_page(w, pg)?;
+    if !p.is_leaf() {
+        return Err(Error::corrupted(format!(
+            "page {pg}: a branch at the leaf level of a tree of depth {depth}"
+        )));
+    }
+    let (i, exact) = p.lower_bound(key, cmp, 0)?;
+    if !exact {
+        return Ok(false);
+    }
+    if w.is_dirty(pg) {
+        remove_at(w, rec, cmp, path, pg, i, merge)?;
+        return Ok(true);
+    }
+    path.clear();
     let mut pg = w.touch(rec.root)?;
     rec.root = pg;
     loop {
