@@ -2,7 +2,7 @@
 //! needed. Appends at the right edge split "at the end" so that sorted loads fill pages.
 
 use super::{
-    build_page, count_page, hinted, page_nodes, touch_child, tree_page, OwnedNode, PageWriter,
+    build_page, build_page_in, count_page, hinted, touch_child, tree_page, OwnedNode, PageWriter,
     MAX_DEPTH,
 };
 use crate::error::{Error, Result};
@@ -362,37 +362,44 @@ fn split<W: PageWriter + ?Sized>(
     let ps = w.page_size();
     let hint = hinted(cmp);
     let mut path = path.iter().rev();
+    // The page being split is read from a copy while its halves are built (one buffer for
+    // every level, not an allocation per node).
+    let mut image = Vec::with_capacity(ps);
     loop {
-        let p = tree_page(w, pg)?;
+        image.clear();
+        image.extend_from_slice(w.page(pg)?);
+        let p = format::Page::new(&image, pg)?;
         let leaf = p.is_leaf();
         let kind = if leaf { KIND_LEAF } else { KIND_BRANCH };
-        let mut nodes = page_nodes(&p)?;
-        nodes.insert(at, node);
+        let mut nodes: Vec<NodeIn<'_>> = Vec::with_capacity(p.nkeys() + 1);
+        for i in 0..p.nkeys() {
+            nodes.push(NodeIn::from_node(&p.node(i)?));
+        }
+        nodes.insert(at, node.as_in());
         let m = split_point(&nodes, at, ps, append);
         let mut right = nodes.split_off(m);
         // The separator: on leaves the shortest key between the halves (bytewise order), on
         // branches the middle key moves up and the right page's first slot keeps no key.
         let sep = if leaf {
-            let l = &nodes[nodes.len() - 1].key;
-            let r = &right[0].key;
+            let l = nodes[nodes.len() - 1].key;
+            let r = right[0].key;
             if hint {
                 let c = format::common_prefix(l, r);
                 r[..(c + 1).min(r.len())].to_vec()
             } else {
-                r.clone()
+                r.to_vec()
             }
         } else {
-            std::mem::take(&mut right[0].key)
+            std::mem::take(&mut right[0].key).to_vec()
         };
-        build_page(w.page_mut(pg)?, kind, hint, &nodes)?;
+        build_page_in(w.page_mut(pg)?, kind, hint, &nodes)?;
         let rpg = w.alloc(1)?;
-        build_page(w.page_mut(rpg)?, kind, hint, &right)?;
+        build_page_in(w.page_mut(rpg)?, kind, hint, &right)?;
         count_page(rec, kind, 1);
-        let child_ref = rpg.to_le_bytes().to_vec();
         let up = OwnedNode {
             flags: 0,
             key: sep,
-            val: child_ref,
+            val: rpg.to_le_bytes().to_vec(),
             vlen: 8,
         };
         match path.next().copied() {
@@ -425,10 +432,10 @@ fn split<W: PageWriter + ?Sized>(
 
 /// Where to cut `nodes` (the page's nodes plus the new one at `at`): the right half starts at
 /// the returned index. Both halves fit a page.
-fn split_point(nodes: &[OwnedNode], at: usize, ps: usize, append: bool) -> usize {
+fn split_point(nodes: &[NodeIn<'_>], at: usize, ps: usize, append: bool) -> usize {
     let cap = ps - format::SLOTS_AT;
     let n = nodes.len();
-    let total: usize = nodes.iter().map(OwnedNode::footprint).sum();
+    let total: usize = nodes.iter().map(NodeIn::footprint).sum();
     // Appending at the right edge: keep the left page full, start the right with the new node.
     if (append || at == n - 1) && total - nodes[n - 1].footprint() <= cap && n >= 2 {
         return n - 1;

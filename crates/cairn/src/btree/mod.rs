@@ -125,9 +125,6 @@ impl OwnedNode {
             vlen: self.vlen,
         }
     }
-    fn footprint(&self) -> usize {
-        self.as_in().footprint()
-    }
 }
 
 /// All nodes of a page, owned.
@@ -139,9 +136,20 @@ pub(crate) fn page_nodes(p: &format::Page) -> Result<Vec<OwnedNode>> {
 
 /// Writes `nodes` into a fresh image of the given kind.
 pub(crate) fn build_page(b: &mut [u8], kind: u8, hinted: bool, nodes: &[OwnedNode]) -> Result<()> {
+    let nodes: Vec<format::NodeIn<'_>> = nodes.iter().map(OwnedNode::as_in).collect();
+    build_page_in(b, kind, hinted, &nodes)
+}
+
+/// [`build_page`] from borrowed nodes.
+pub(crate) fn build_page_in(
+    b: &mut [u8],
+    kind: u8,
+    hinted: bool,
+    nodes: &[format::NodeIn<'_>],
+) -> Result<()> {
     let mut pm = format::PageMut::init(b, kind, hinted);
     for (i, n) in nodes.iter().enumerate() {
-        if !pm.insert(i, &n.as_in())? {
+        if !pm.insert(i, n)? {
             return Err(Error::corrupted("rebuilt page overflows (internal)"));
         }
     }
