@@ -322,6 +322,15 @@ impl TxnState {
     /// Checks that the level (`depth`, `token`) is alive and has no active child.
     #[inline]
     pub(crate) fn check(&self, depth: usize, token: u64) -> PyResult<()> {
+        // Tokens are unique: the innermost level's token is this level alive and childless.
+        if self.tokens.last() == Some(&token) {
+            return Ok(());
+        }
+        self.check_failed(depth, token)
+    }
+
+    #[cold]
+    fn check_failed(&self, depth: usize, token: u64) -> PyResult<()> {
         if self.tokens.get(depth) != Some(&token) {
             return Err(closed());
         }
@@ -474,6 +483,17 @@ impl TxnState {
     /// The engine cursor of slot `i`, rebuilt at its saved position if it was parked.
     #[inline]
     pub(crate) fn cursor(&mut self, i: usize, id: u64) -> PyResult<&mut Slot> {
+        let tokens = &self.tokens;
+        let ready = |s: &Slot| s.id == id && s.cur.is_some() && tokens.last() == Some(&s.token);
+        if matches!(self.cursors.get(i), Some(Some(s)) if ready(s)) {
+            return Ok(self.cursors[i].as_mut().expect("checked"));
+        }
+        self.cursor_rebuilt(i, id)
+    }
+
+    /// [`TxnState::cursor`] when the slot's engine cursor must be rebuilt (or the slot is not
+    /// usable).
+    fn cursor_rebuilt(&mut self, i: usize, id: u64) -> PyResult<&mut Slot> {
         let needs = match self.cursors.get(i) {
             Some(Some(s)) if s.id == id => {
                 self.check(s.depth, s.token)?;
