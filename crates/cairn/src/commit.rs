@@ -252,30 +252,66 @@ impl RwTxn<'_> {
             if keys.is_empty() {
                 return Ok(());
             }
+            // The keys come sorted, so runs of them fall in one leaf: each change tries the
+            // dirty leaf of the previous one before descending (the hint is dropped when a
+            // change may have split or freed pages).
+            let mut hint: Option<(u64, usize)> = None;
             for k in keys {
                 failpoint!("commit.persist_free");
                 let mut rec = self.free_rec;
+                let key = run_key(k);
                 match self.ws().free.get(k) {
                     Some(run) => {
                         let v = run.encode();
-                        btree::insert::put(
-                            self,
-                            &mut rec,
-                            &KeyCmp::Bytes,
-                            &run_key(k),
-                            Some(&v),
-                            v.len(),
-                            btree::insert::Mode::Upsert,
-                        )?;
+                        let mut landed = None;
+                        if let Some(h) = hint {
+                            landed = btree::insert::put_in_leaf(
+                                self,
+                                &mut rec,
+                                &KeyCmp::Bytes,
+                                h,
+                                &key,
+                                &v,
+                                btree::insert::Mode::Upsert,
+                            )?
+                            .map(|(_, i)| (h.0, i));
+                        }
+                        if landed.is_none() {
+                            landed = btree::insert::put_landing(
+                                self,
+                                &mut rec,
+                                &KeyCmp::Bytes,
+                                &key,
+                                Some(&v),
+                                (v.len(), 0),
+                                btree::insert::Mode::Upsert,
+                            )?
+                            .1;
+                        }
+                        hint = landed;
                     }
                     None => {
-                        btree::delete::delete_with(
-                            self,
-                            &mut rec,
-                            &KeyCmp::Bytes,
-                            &run_key(k),
-                            false,
-                        )?;
+                        let done = match hint {
+                            Some((leaf, _)) => btree::delete::delete_in_leaf(
+                                self,
+                                &mut rec,
+                                &KeyCmp::Bytes,
+                                leaf,
+                                &key,
+                            )?
+                            .map(|i| (leaf, i.saturating_sub(1))),
+                            None => None,
+                        };
+                        hint = done;
+                        if done.is_none() {
+                            btree::delete::delete_with(
+                                self,
+                                &mut rec,
+                                &KeyCmp::Bytes,
+                                &key,
+                                false,
+                            )?;
+                        }
                     }
                 }
                 self.free_rec = rec;

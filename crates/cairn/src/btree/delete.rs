@@ -82,6 +82,32 @@ pub fn delete_with<W: PageWriter + ?Sized>(
     Ok(true)
 }
 
+/// Deletes `key` straight from `leaf` when it is there and the leaf keeps other keys: the
+/// shortcut of a run of sorted deletes (the free tree's updates at commit), with `leaf` a
+/// dirty leaf of the tree of `rec` (where the previous change of the run landed, no page
+/// freed since). Returns the key's former slot, or None, having changed nothing, when the
+/// shortcut does not apply. Without merging (the free tree's rule) a leaf that keeps a key
+/// needs nothing above it to change.
+pub fn delete_in_leaf<W: PageWriter + ?Sized>(
+    w: &mut W,
+    rec: &mut DbRecord,
+    cmp: &KeyCmp,
+    leaf: u64,
+    key: &[u8],
+) -> Result<Option<usize>> {
+    let p = tree_page(w, leaf)?;
+    if !p.is_leaf() || p.nkeys() < 2 {
+        return Ok(None);
+    }
+    let (i, exact) = p.lower_bound(key, cmp, 0)?;
+    if !exact || p.node(i)?.is_big() {
+        return Ok(None);
+    }
+    PageMut::new(w.page_mut(leaf)?).remove(i);
+    rec.entries = rec.entries.saturating_sub(1);
+    Ok(Some(i))
+}
+
 /// Removes slot `i` of dirty leaf `pg` reached by the dirty `path`, then rebalances.
 pub fn remove_at<W: PageWriter + ?Sized>(
     w: &mut W,
