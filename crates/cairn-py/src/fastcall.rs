@@ -6,8 +6,8 @@
 //! thread-local, a generic argument description, a type check of `self`, the result
 //! conversion): as much as the rest of a one-key get, and more than py-lmdb's whole wrapper.
 //! These methods are installed on their classes at import as `METH_FASTCALL | METH_KEYWORDS`
-//! functions (the iterator's as its `tp_iternext` slot) that match their arguments here and call
-//! the same Rust code as every other method. Invariants (docs/safety.md §6, "Entry points"):
+//! functions (`METH_NOARGS` for those without arguments, the iterator's as its `tp_iternext`
+//! slot) that match their arguments here and call the same Rust code as every other method. Invariants (docs/safety.md §6, "Entry points"):
 //! - CPython calls them with the thread attached, and with `self` an instance of the class
 //!   (a method descriptor checks the type of `self`; a type's slot is called on its instances,
 //!   and these classes cannot be subclassed);
