@@ -81,15 +81,15 @@ pub const NF_SUBTREE: u8 = 2;
 /// Node flag (DUPSORT): the value area holds an inline value set (see [`DupSet`]).
 pub const NF_DUPS: u8 = 4;
 
-#[inline]
+#[inline(always)]
 fn get_u16(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([b[at], b[at + 1]])
 }
-#[inline]
+#[inline(always)]
 fn get_u32(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
-#[inline]
+#[inline(always)]
 fn get_u64(b: &[u8], at: usize) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[at..at + 8]);
@@ -791,7 +791,7 @@ impl<'a> Page<'a> {
         self.upper
     }
 
-    #[inline]
+    #[inline(always)]
     fn slot(&self, i: usize) -> (usize, u16) {
         let at = SLOTS_AT + i * SLOT;
         (get_u16(self.b, at) as usize, get_u16(self.b, at + 2))
@@ -800,11 +800,38 @@ impl<'a> Page<'a> {
     /// Node `i` (< nkeys), bounds-checked: it lies in the node area, its flags are known and
     /// fit the page's kind (a leaf node carries at most one of BIG, SUBTREE and DUPS; a
     /// SUBTREE node's value area is one sub-tree record).
-    #[inline]
+    #[inline(always)]
     pub fn node(&self, i: usize) -> Result<Node<'a>> {
         let off = self.node_offset(i)?;
         let b = self.b;
         let flags = b[off];
+        if flags == 0 {
+            // A plain node (every node of most databases): what follows checks only the
+            // flags' cases, so the common one goes straight to the bounds.
+            let klen = get_u16(b, off + 1) as usize;
+            let vlen = get_u32(b, off + 3);
+            let kat = off + NODE_HDR;
+            let stored = if self.is_leaf() {
+                vlen as usize
+            } else {
+                OVERFLOW_REF
+            };
+            return match b.get(kat..kat + klen + stored) {
+                Some(kv) => Ok(Node {
+                    flags,
+                    key: &kv[..klen],
+                    val: &kv[klen..],
+                    vlen,
+                }),
+                None => Err(self.bad("node runs past the page")),
+            };
+        }
+        self.node_flagged(off, flags)
+    }
+
+    #[inline(never)]
+    fn node_flagged(&self, off: usize, flags: u8) -> Result<Node<'a>> {
+        let b = self.b;
         let allowed = if self.is_leaf() {
             NF_BIG | NF_SUBTREE | NF_DUPS
         } else {

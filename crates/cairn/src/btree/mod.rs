@@ -77,8 +77,17 @@ pub fn tree_page<S: PageSource + ?Sized>(src: &S, pgno: u64) -> Result<format::P
 }
 
 /// The value of a leaf node, following an overflow reference if needed.
-#[inline]
+#[inline(always)]
 pub fn node_value<'a, S: PageSource + ?Sized>(src: &'a S, n: &Node<'a>) -> Result<&'a [u8]> {
+    // The common case inline in every read; the rest out of line.
+    if n.flags == 0 {
+        return Ok(n.val);
+    }
+    node_value_flagged(src, n)
+}
+
+#[inline(never)]
+fn node_value_flagged<'a, S: PageSource + ?Sized>(src: &'a S, n: &Node<'a>) -> Result<&'a [u8]> {
     // Sorted-duplicate nodes are read through `dups`; met here, the file lies about its
     // database's flags (LMDB's CVE-2019-16227).
     if n.is_dups() {
