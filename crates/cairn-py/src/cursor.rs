@@ -174,6 +174,28 @@ impl Cursor {
         Ok(r)
     }
 
+    /// `Cursor.put`: stores `val` under `key` and moves there; False if the key existed and
+    /// overwrite=False (or, with append=True, was out of order).
+    pub(crate) fn put_one(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        val: &Bound<'_, PyAny>,
+        opts: PutOpts,
+    ) -> PyResult<bool> {
+        let (dupdata, overwrite, append) = opts;
+        let k = arg(key)?;
+        let v = arg(val)?;
+        self.write(
+            py,
+            |ok: &bool| ok.then(|| (k.to_vec(), v.to_vec())),
+            |t, db, dup| {
+                let flags = flags_for(dup, dupdata, overwrite, append, true);
+                put_result(t.put(db, &k, &v, flags))
+            },
+        )
+    }
+
     /// The current pair, copied (None if unpositioned).
     fn here(&self, py: Python<'_>) -> PyResult<Option<(Vec<u8>, Vec<u8>)>> {
         let mut g = self.lock(py)?;
@@ -326,30 +348,6 @@ impl Cursor {
             ));
         }
         Ok(sl.cur.as_ref().expect("live").count())
-    }
-
-    /// Stores `val` under `key` and moves there; False if the key existed and
-    /// overwrite=False (or, with append=True, was out of order).
-    #[pyo3(signature = (key, val, dupdata=true, overwrite=true, append=false))]
-    fn put(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        val: &Bound<'_, PyAny>,
-        dupdata: bool,
-        overwrite: bool,
-        append: bool,
-    ) -> PyResult<bool> {
-        let k = arg(key)?;
-        let v = arg(val)?;
-        self.write(
-            py,
-            |ok: &bool| ok.then(|| (k.to_vec(), v.to_vec())),
-            |t, db, dup| {
-                let flags = flags_for(dup, dupdata, overwrite, append, true);
-                put_result(t.put(db, &k, &v, flags))
-            },
-        )
     }
 
     /// Stores many (key, value) pairs; returns (consumed, added).
@@ -562,7 +560,7 @@ impl Cursor {
 }
 
 /// What `putmulti` passes to `put` and `putmulti_*`: dupdata, overwrite, append.
-type PutOpts = (bool, bool, bool);
+pub(crate) type PutOpts = (bool, bool, bool);
 
 /// Where a run of `putmulti` leaves the cursor: the last pair it stored, if any.
 type RunEnd = Option<(Vec<u8>, Vec<u8>)>;

@@ -1,11 +1,11 @@
 //! The cursor's per-operation methods as plain CPython entry points (see crate::fastcall):
-//! the movements (`first`, `next`, ...), `key`/`value`/`item`, `set_key`, `set_range` and
-//! `get`. Each is one generic function instantiated per method, calling the same `Cursor`
+//! the movements (`first`, `next`, ...), `key`/`value`/`item`, `set_key`, `set_range`, `get`
+//! and `put`. Each is one generic function instantiated per method, calling the same `Cursor`
 //! code as the rest of the class.
 
 use crate::convert::arg;
 use crate::cursor::{Cursor, Step};
-use crate::fastcall::{enter, install_method, match_args, Meth};
+use crate::fastcall::{enter, fast_method, install_method, method_args, opt_bool, Meth};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyType};
@@ -76,34 +76,17 @@ unsafe extern "C" fn seek<const EXACT: bool>(
         "Cursor.set_range"
     };
     enter(|py| {
-        // SAFETY: see `this`; the arguments are CPython's.
-        let (c, [key]) = unsafe {
-            (
-                this(py, slf),
-                match_args(py, name, &["key"], 1, args, nargsf, kwnames)?,
-            )
-        };
+        // SAFETY: docs/safety.md §6, "Entry points": installed on `Cursor`; CPython's arguments.
+        let (c, [key]) =
+            unsafe { method_args::<Cursor, _>(py, slf, name, &["key"], 1, args, nargsf, kwnames) }?;
         let key = key.expect("required");
         Ok(py_bool(py, c.get().seek(py, &arg(&key)?, EXACT)?))
     })
 }
 
-/// `get(key, default=None)`: moves to `key` and returns its value, or `default`.
-unsafe extern "C" fn get(
-    slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargsf: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
-    const PARAMS: [&str; 2] = ["key", "default"];
-    enter(|py| {
-        // SAFETY: see `this`; the arguments are CPython's.
-        let (c, [key, default]) = unsafe {
-            (
-                this(py, slf),
-                match_args(py, "Cursor.get", &PARAMS, 1, args, nargsf, kwnames)?,
-            )
-        };
+fast_method! {
+    /// `get(key, default=None)`: moves to `key` and returns its value, or `default`.
+    fn get(Cursor, "Cursor.get", 1; key, default) |py, c| {
         let (c, key) = (c.get(), key.expect("required"));
         let found = if c.seek(py, &arg(&key)?, true)? {
             c.read(py, false, true)?
@@ -111,11 +94,24 @@ unsafe extern "C" fn get(
             default.map_or_else(|| py.None().into_bound(py), |d| d.to_owned())
         };
         Ok(found.into_ptr())
-    })
+    }
+}
+
+fast_method! {
+    /// `put(key, val, dupdata=True, overwrite=True, append=False)`.
+    fn put(Cursor, "Cursor.put", 2; key, val, dupdata, overwrite, append) |py, c| {
+        let opts = (
+            opt_bool(dupdata, "dupdata", true)?,
+            opt_bool(overwrite, "overwrite", true)?,
+            opt_bool(append, "append", false)?,
+        );
+        let (key, val) = (key.expect("required"), val.expect("required"));
+        Ok(py_bool(py, c.get().put_one(py, &key, &val, opts)?))
+    }
 }
 
 /// The methods [`install`] puts on `Cursor`: name, function, docstring with text signature.
-const METHODS: [(&CStr, Meth, &CStr); 14] = [
+const METHODS: [(&CStr, Meth, &CStr); 15] = [
     (c"first", Meth::NoArgs(move_to::<0>), c"first($self, /)\n--\n\nMoves to the first entry; False if the database is empty."),
     (c"last", Meth::NoArgs(move_to::<1>), c"last($self, /)\n--\n\nMoves to the last entry; False if the database is empty."),
     (c"next", Meth::NoArgs(move_to::<2>), c"next($self, /)\n--\n\nMoves to the next entry (from an unpositioned cursor: the first)."),
@@ -130,6 +126,7 @@ const METHODS: [(&CStr, Meth, &CStr); 14] = [
     (c"set_key", Meth::Fast(seek::<true>), c"set_key($self, key)\n--\n\nMoves to exactly `key`; False (unpositioned) if it does not exist."),
     (c"set_range", Meth::Fast(seek::<false>), c"set_range($self, key)\n--\n\nMoves to the first key greater than or equal to `key`."),
     (c"get", Meth::Fast(get), c"get($self, key, default=None)\n--\n\nMoves to `key` and returns its value, or `default`."),
+    (c"put", Meth::Fast(put), c"put($self, key, val, dupdata=True, overwrite=True, append=False)\n--\n\nStores `val` under `key` and moves there; False if the key existed and overwrite=False (or, with append=True, was out of order)."),
 ];
 
 /// Installs the entry points of this module on the `Cursor` class.

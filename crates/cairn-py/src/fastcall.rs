@@ -1,5 +1,5 @@
-//! Plain CPython entry points for the per-operation methods: `Transaction.get`,
-//! `Transaction.put`, the cursor's movements and reads (`cursor_calls`) and the cursor
+//! Plain CPython entry points for the per-operation methods: `Transaction.get`, `put` and
+//! `delete`, the cursor's movements, reads and `put` (`cursor_calls`) and the cursor
 //! iterator's `__next__`.
 //!
 //! PyO3's generated wrappers cost about 20 ns a call on this path (the attach count kept in a
@@ -21,6 +21,7 @@ use pyo3::panic::PanicException;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple, PyType};
 use pyo3::Borrowed;
+use pyo3::PyClass;
 use std::any::Any;
 use std::ffi::CStr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -73,24 +74,32 @@ fn panic_error(payload: Box<dyn Any + Send>) -> PyErr {
 /// keyword. Entry `i` is None when parameter `i` was not given.
 pub(crate) type Matched<'a, 'py, const N: usize> = [Option<Borrowed<'a, 'py, PyAny>>; N];
 
-/// Matches a vectorcall's arguments (`args`, `nargsf`, `kwnames` as CPython passes them) to
-/// `params`, whose first `required` are required. `name` is the method's qualified name, for
-/// error messages.
+/// `self` as a `T`, and a vectorcall's arguments (`args`, `nargsf`, `kwnames` as CPython
+/// passes them) matched to `params`, whose first `required` are required, for an entry point
+/// installed on class `T`. `name` is the method's qualified name, for error messages.
 ///
 /// # Safety
-/// `args` holds `nargs` positional arguments followed by one value per name of `kwnames` (a
-/// tuple of `str`, or NULL), all alive for `'a`: what CPython passes to a `METH_FASTCALL |
-/// METH_KEYWORDS` function.
+/// The arguments are what CPython passes to a `METH_FASTCALL | METH_KEYWORDS` method of `T`
+/// installed by [`install_method`]: `args` holds `nargs` positional arguments followed by one
+/// value per name of `kwnames` (a tuple of `str`, or NULL), all alive for `'a`.
 #[inline(always)]
-pub(crate) unsafe fn match_args<'a, 'py, const N: usize>(
+#[allow(
+    clippy::too_many_arguments,
+    reason = "CPython's calling convention, passed through"
+)]
+pub(crate) unsafe fn method_args<'a, 'py, T: PyClass, const N: usize>(
     py: Python<'py>,
+    slf: *mut ffi::PyObject,
     name: &str,
     params: &[&str; N],
     required: usize,
     args: *const *mut ffi::PyObject,
     nargsf: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
-) -> PyResult<Matched<'a, 'py, N>> {
+) -> PyResult<(Borrowed<'a, 'py, T>, Matched<'a, 'py, N>)> {
+    // SAFETY: docs/safety.md §6, "Entry points": installed on `T` only, whose method
+    // descriptor checks the type of `self`.
+    let this = unsafe { Borrowed::from_ptr(py, slf).cast_unchecked::<T>() };
     let mut out: Matched<'a, 'py, N> = [None; N];
     // SAFETY: docs/safety.md §6, "Entry points": the caller passes CPython's vectorcall
     // arguments; `nargsf` may carry PY_VECTORCALL_ARGUMENTS_OFFSET, which NARGS strips.
@@ -128,8 +137,48 @@ pub(crate) unsafe fn match_args<'a, 'py, const N: usize>(
             params[i]
         )));
     }
-    Ok(out)
+    Ok((this, out))
 }
+
+/// Defines `$name`, the entry point of a `METH_FASTCALL | METH_KEYWORDS` method of class `$ty`
+/// (`$qual` in messages) whose parameters are the identifiers listed, the first `$required`
+/// of them required. The body gets the `Python` token, `self` (a `Borrowed` of `$ty`) and each
+/// parameter as an `Option<Borrowed<PyAny>>` (None: not given), and returns
+/// `PyResult<*mut ffi::PyObject>`.
+macro_rules! fast_method {
+    (
+        $(#[$attr:meta])*
+        $vis:vis fn $name:ident($ty:ty, $qual:literal, $required:literal; $($param:ident),+)
+        |$py:ident, $slf:ident| $body:block
+    ) => {
+        $(#[$attr])*
+        $vis unsafe extern "C" fn $name(
+            slf: *mut pyo3::ffi::PyObject,
+            args: *const *mut pyo3::ffi::PyObject,
+            nargsf: pyo3::ffi::Py_ssize_t,
+            kwnames: *mut pyo3::ffi::PyObject,
+        ) -> *mut pyo3::ffi::PyObject {
+            $crate::fastcall::enter(|$py| {
+                // SAFETY: docs/safety.md §6, "Entry points": installed on `$ty` only; the
+                // arguments are CPython's.
+                let ($slf, [$($param),+]) = unsafe {
+                    $crate::fastcall::method_args::<$ty, _>(
+                        $py,
+                        slf,
+                        $qual,
+                        &[$(stringify!($param)),+],
+                        $required,
+                        args,
+                        nargsf,
+                        kwnames,
+                    )
+                }?;
+                $body
+            })
+        }
+    };
+}
+pub(crate) use fast_method;
 
 #[cold]
 fn too_many(name: &str, params: &[&str], required: usize, given: usize) -> PyErr {

@@ -63,6 +63,12 @@ fn _cairn(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let txn = py.get_type::<txn::Transaction>();
     fastcall::install_method(&txn, c"get", Meth::Fast(txn::get_entry), txn::GET_DOC)?;
     fastcall::install_method(&txn, c"put", Meth::Fast(txn::put_entry), txn::PUT_DOC)?;
+    fastcall::install_method(
+        &txn,
+        c"delete",
+        Meth::Fast(txn::delete_entry),
+        txn::DELETE_DOC,
+    )?;
     cursor_calls::install(&py.get_type::<cursor::Cursor>())?;
     fastcall::install_iternext(&py.get_type::<cursor::Iter>(), cursor::iter_next_entry);
     m.add_function(wrap_pyfunction!(version, m)?)?;

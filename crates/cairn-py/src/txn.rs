@@ -8,10 +8,9 @@ use crate::convert::{arg, finish, grab};
 use crate::cursor::Cursor;
 use crate::env::{stat_dict, Environment, PyDatabase};
 use crate::errors::{self, closed};
-use crate::fastcall::{enter, match_args, opt_bool, opt_class};
+use crate::fastcall::{fast_method, opt_bool, opt_class};
 use crate::state::{thread_tag, Kind, StateCell, StateGuard, TxnShared, TxnState};
 use cairn::{Database, PutFlags};
-use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyTuple};
 use pyo3::Borrowed;
@@ -191,6 +190,27 @@ impl Transaction {
             &v,
             flags_for(dup, dupdata, overwrite, append, false),
         ))
+    }
+
+    /// `Transaction.delete` (entry point: [`delete_entry`]).
+    #[inline]
+    fn delete_impl(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: Option<&Bound<'_, PyAny>>,
+        db: Option<&Bound<'_, PyDatabase>>,
+    ) -> PyResult<bool> {
+        let k = arg(key)?;
+        let v = value.map(arg).transpose()?;
+        let (dbv, dup) = self.dbv(db);
+        let mut g = self.state(py)?;
+        let t = g.as_mut().expect("checked").rw_mut()?;
+        match v {
+            Some(v) if dup && !v.is_empty() => t.delete_pair(dbv, &k, &v),
+            _ => t.delete(dbv, &k),
+        }
+        .map_err(errors::map)
     }
 
     pub(crate) fn open_db(
@@ -455,29 +475,6 @@ impl Transaction {
         }
     }
 
-    /// Deletes `key`; returns whether it existed. In a dupsort database a non-empty `value`
-    /// deletes only that pair, an empty one every value of `key`; elsewhere `value` is
-    /// ignored, as in LMDB.
-    #[pyo3(signature = (key, value=None, db=None))]
-    fn delete(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        value: Option<&Bound<'_, PyAny>>,
-        db: Option<&Bound<'_, PyDatabase>>,
-    ) -> PyResult<bool> {
-        let k = arg(key)?;
-        let v = value.map(arg).transpose()?;
-        let (dbv, dup) = self.dbv(db);
-        let mut g = self.state(py)?;
-        let t = g.as_mut().expect("checked").rw_mut()?;
-        match v {
-            Some(v) if dup && !v.is_empty() => t.delete_pair(dbv, &k, &v),
-            _ => t.delete(dbv, &k),
-        }
-        .map_err(errors::map)
-    }
-
     /// A cursor over `db` (default: the transaction's database).
     #[pyo3(signature = (db=None))]
     fn cursor(slf: &Bound<'_, Self>, db: Option<Py<PyDatabase>>) -> PyResult<Cursor> {
@@ -505,29 +502,15 @@ impl Drop for Transaction {
 pub(crate) const GET_DOC: &CStr = c"get($self, key, default=None, db=None)\n--\n\n\
 The value stored under `key`, or `default`.";
 
-/// `Transaction.get(key, default=None, db=None)`, called by CPython (see crate::fastcall).
-pub(crate) unsafe extern "C" fn get_entry(
-    slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargsf: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
-    const PARAMS: [&str; 3] = ["key", "default", "db"];
-    enter(|py| {
-        // SAFETY: docs/safety.md §6, "Entry points": installed on `Transaction` only, whose
-        // method descriptor checks the type of `self`; the arguments are CPython's.
-        let (slf, [key, default, db]) = unsafe {
-            (
-                Borrowed::from_ptr(py, slf).cast_unchecked::<Transaction>(),
-                match_args(py, "Transaction.get", &PARAMS, 1, args, nargsf, kwnames)?,
-            )
-        };
+fast_method! {
+    /// `Transaction.get(key, default=None, db=None)`, called by CPython (see crate::fastcall).
+    pub(crate) fn get_entry(Transaction, "Transaction.get", 1; key, default, db) |py, slf| {
         let db = opt_class::<PyDatabase>(db, "db")?;
         let key = key.expect("required");
         slf.get()
             .get_impl(py, &key, default, db.as_deref())
             .map(Bound::into_ptr)
-    })
+    }
 }
 
 /// Docstring of `Transaction.put`, with its text signature.
@@ -536,38 +519,38 @@ pub(crate) const PUT_DOC: &CStr =
 Stores `value` under `key`; returns False if the key existed and overwrite=False (or, with \
 append=True, was not greater than every key).";
 
-/// `Transaction.put(key, value, dupdata=True, overwrite=True, append=False, db=None)`, called by
-/// CPython (see crate::fastcall).
-pub(crate) unsafe extern "C" fn put_entry(
-    slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargsf: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
-    const PARAMS: [&str; 6] = ["key", "value", "dupdata", "overwrite", "append", "db"];
-    enter(|py| {
-        // SAFETY: docs/safety.md §6, "Entry points": as in `get_entry`.
-        let (slf, [key, value, dupdata, overwrite, append, db]) = unsafe {
-            (
-                Borrowed::from_ptr(py, slf).cast_unchecked::<Transaction>(),
-                match_args(py, "Transaction.put", &PARAMS, 2, args, nargsf, kwnames)?,
-            )
-        };
+fast_method! {
+    /// `Transaction.put(key, value, dupdata=True, overwrite=True, append=False, db=None)`,
+    /// called by CPython (see crate::fastcall).
+    pub(crate) fn put_entry(
+        Transaction, "Transaction.put", 2; key, value, dupdata, overwrite, append, db
+    ) |py, slf| {
         let flags = (
             opt_bool(dupdata, "dupdata", true)?,
             opt_bool(overwrite, "overwrite", true)?,
             opt_bool(append, "append", false)?,
         );
         let db = opt_class::<PyDatabase>(db, "db")?;
-        let done = slf.get().put_impl(
-            py,
-            &key.expect("required"),
-            &value.expect("required"),
-            flags,
-            db.as_deref(),
-        )?;
+        let (key, value) = (key.expect("required"), value.expect("required"));
+        let done = slf.get().put_impl(py, &key, &value, flags, db.as_deref())?;
         Ok(PyBool::new(py, done).to_owned().into_any().into_ptr())
-    })
+    }
+}
+
+/// Docstring of `Transaction.delete`, with its text signature.
+pub(crate) const DELETE_DOC: &CStr = c"delete($self, key, value=None, db=None)\n--\n\n\
+Deletes `key`; returns whether it existed. In a dupsort database a non-empty `value` deletes \
+only that pair, an empty one every value of `key`; elsewhere `value` is ignored, as in LMDB.";
+
+fast_method! {
+    /// `Transaction.delete(key, value=None, db=None)`, called by CPython (see crate::fastcall).
+    pub(crate) fn delete_entry(Transaction, "Transaction.delete", 1; key, value, db) |py, slf| {
+        let db = opt_class::<PyDatabase>(db, "db")?;
+        let value = value.filter(|v| !v.is_none());
+        let key = key.expect("required");
+        let done = slf.get().delete_impl(py, &key, value.as_deref(), db.as_deref())?;
+        Ok(PyBool::new(py, done).to_owned().into_any().into_ptr())
+    }
 }
 
 /// `(a, b)` as a tuple, built after the transaction lock is released.

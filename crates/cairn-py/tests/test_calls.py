@@ -163,3 +163,31 @@ def test_cursor_buffers_entry_points(filled):
         assert bytes(c.get(b"k7")) == b"v7" and bytes(c.key()) == b"k7"
     with pytest.raises(ValueError):
         bytes(v)
+
+
+def test_delete_and_cursor_put_arguments(env):
+    dups = env.open_db(b"dups", dupsort=True)
+    with env.begin(write=True) as t:
+        t.put(b"a", b"1")
+        assert t.delete(b"a") is True and t.delete(key=b"a") is False
+        assert t.put(b"d", b"1", db=dups) and t.put(b"d", b"2", db=dups)
+        assert t.delete(b"d", b"1", db=dups) is True
+        assert t.get(b"d", db=dups) == b"2"
+        assert t.delete(b"d", value=None, db=dups) is True
+        assert t.get(b"d", db=dups) is None
+        c = t.cursor()
+        assert c.put(b"k", b"v") is True and c.item() == (b"k", b"v")
+        assert c.put(key=b"k", val=b"w", overwrite=False) is False
+        assert c.put(b"z", b"1", True, True, True) is True and c.key() == b"z"
+        assert c.put(b"a", b"1", append=True) is False
+        with pytest.raises(TypeError, match="missing 1 required positional argument: 'val'"):
+            c.put(b"k")
+        with pytest.raises(TypeError, match="argument 'append'"):
+            c.put(b"k", b"v", append=None)
+        with pytest.raises(TypeError, match="unexpected keyword argument 'nope'"):
+            t.delete(b"k", nope=1)
+    with env.begin() as r:
+        with pytest.raises(cairn.ReadonlyError):
+            r.delete(b"k")
+        with pytest.raises(cairn.ReadonlyError):
+            r.cursor().put(b"k", b"v")
