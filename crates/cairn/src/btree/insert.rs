@@ -277,14 +277,19 @@ pub fn put_in_leaf<W: PageWriter + ?Sized>(
     if mode == Mode::Append || !format::value_inline(w.page_size(), key.len(), val.len()) {
         return Ok(None);
     }
-    let p = tree_page(w, leaf)?;
-    let n = p.nkeys();
-    if !p.is_leaf() || n == 0 {
-        return Ok(None);
+    if mode == Mode::NoOverwrite {
+        // May change nothing: read the leaf without marking it written.
+        let p = tree_page(w, leaf)?;
+        if let Some((i, true)) = leaf_slot(&p, cmp, key, near)? {
+            return Ok(Some((Outcome::Exists, i)));
+        }
     }
-    let (i, exact) = match next_slot(&p, cmp, key, near + 1)? {
-        Some(found) => found,
-        None => p.lower_bound(key, cmp, 0)?,
+    // The leaf is dirty (the hint's contract): one lookup for reading and writing it.
+    let b = w.page_mut(leaf)?;
+    let p = format::Page::new(b, leaf)?;
+    let n = p.nkeys();
+    let Some((i, exact)) = leaf_slot(&p, cmp, key, near)? else {
+        return Ok(None);
     };
     if !exact {
         if i == 0 || i == n {
@@ -297,14 +302,11 @@ pub fn put_in_leaf<W: PageWriter + ?Sized>(
             val,
             vlen: val.len() as u32,
         };
-        if !PageMut::new(w.page_mut(leaf)?).insert(i, &node)? {
+        if !PageMut::new(b).insert(i, &node)? {
             return Ok(None);
         }
         rec.entries += 1;
         return Ok(Some((Outcome::Inserted, i)));
-    }
-    if mode == Mode::NoOverwrite {
-        return Ok(Some((Outcome::Exists, i)));
     }
     let old = p.node(i)?;
     // Only a plain inline value of the same size is rewritten here.
@@ -312,8 +314,26 @@ pub fn put_in_leaf<W: PageWriter + ?Sized>(
         return Ok(None);
     }
     let at = old.val.as_ptr() as usize - p.bytes().as_ptr() as usize;
-    w.page_mut(leaf)?[at..at + val.len()].copy_from_slice(val);
+    b[at..at + val.len()].copy_from_slice(val);
     Ok(Some((Outcome::Replaced, i)))
+}
+
+/// The slot of `key` in leaf `p` and whether it is there, trying the slot after `near` (the
+/// previous put's) first; None if `p` is not a leaf with keys.
+#[inline]
+fn leaf_slot(
+    p: &format::Page<'_>,
+    cmp: &KeyCmp,
+    key: &[u8],
+    near: usize,
+) -> Result<Option<(usize, bool)>> {
+    if !p.is_leaf() || p.nkeys() == 0 {
+        return Ok(None);
+    }
+    Ok(Some(match next_slot(p, cmp, key, near + 1)? {
+        Some(found) => found,
+        None => p.lower_bound(key, cmp, 0)?,
+    }))
 }
 
 /// Where `key` goes if that is slot `at` of leaf `p` (an equal key there, or a new key between
