@@ -108,7 +108,7 @@ impl<'t> Cursor<'t> {
 
     /// A step inside the leaf of the previous step, if the position is still there and the
     /// step stays in it (no sorted duplicates): no page read, no descent.
-    #[inline]
+    #[inline(always)]
     fn walk_step(&mut self, fwd: bool) -> Result<Entry<'t>> {
         let (Some((pg, p)), Some((at, i))) = (self.walk, self.pos.main_slot()) else {
             return Ok(None);

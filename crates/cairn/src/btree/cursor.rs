@@ -230,11 +230,13 @@ impl Position {
     }
 
     /// The leaf page and slot (for in-place operations).
+    #[inline]
     pub fn leaf(&self) -> Option<(u64, usize)> {
         self.stack.last().copied()
     }
 
     /// Moves to slot `i` of the current leaf (the caller checked `i` against the page).
+    #[inline]
     pub fn set_leaf_slot(&mut self, i: usize) {
         if let Some(top) = self.stack.last_mut() {
             top.1 = i;

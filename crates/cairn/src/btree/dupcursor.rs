@@ -267,6 +267,7 @@ impl DupPos {
     }
 
     /// Moves to slot `i` of the current main-tree leaf (a slot the caller read from it).
+    #[inline]
     pub fn set_main_slot(&mut self, i: usize) {
         if !self.dups {
             self.main.set_leaf_slot(i);
