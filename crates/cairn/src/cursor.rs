@@ -244,7 +244,7 @@ impl<'t> Iter<'t> {
     }
 
     /// A step of end `side` inside the main-tree leaf it walks, if the step stays there.
-    #[inline]
+    #[inline(always)]
     fn main_step(&mut self, side: usize) -> Result<Entry<'t>> {
         let Some((p, i)) = self.main[side] else {
             return Ok(None);
@@ -277,6 +277,7 @@ impl<'t> Iter<'t> {
         Ok(e)
     }
 
+    #[inline]
     fn below_hi(&self, k: &[u8]) -> bool {
         match &self.hi {
             Bound::Unbounded => true,
@@ -292,6 +293,7 @@ impl<'t> Iter<'t> {
         }
     }
 
+    #[inline]
     fn step_front(&mut self) -> Result<Entry<'t>> {
         let moved = if !self.started.0 {
             self.started.0 = true;
@@ -355,6 +357,7 @@ impl<'t> Iter<'t> {
     }
 
     /// Counts a pair about to be yielded; an error once there are more than the record holds.
+    #[inline]
     fn count_one(&mut self) -> Option<Error> {
         self.yielded += 1;
         (self.yielded > self.rec.entries).then(|| {
