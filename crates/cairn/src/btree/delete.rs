@@ -2,10 +2,56 @@
 //! sibling when the two fit in one page, up to the root, which collapses when it has one child.
 
 use super::{
-    build_page, count_page, hinted, page_nodes, touch_child, tree_page, PageWriter, MAX_DEPTH,
+    build_page, build_page_in, count_page, hinted, page_nodes, touch_child, tree_page, PageWriter,
+    MAX_DEPTH,
 };
 use crate::error::{Error, Result};
-use crate::format::{self, DbRecord, KeyCmp, PageMut, KIND_BRANCH, KIND_LEAF};
+use crate::format::{self, DbRecord, KeyCmp, NodeIn, PageMut, KIND_BRANCH, KIND_LEAF};
+
+/// The branch pages above a leaf, with the slot taken in each, root first: on the stack, as a
+/// delete allocated nothing else on its common path.
+#[derive(Clone, Copy)]
+struct Path {
+    items: [(u64, usize); MAX_DEPTH],
+    len: usize,
+}
+
+impl Default for Path {
+    fn default() -> Path {
+        Path {
+            items: [(0, 0); MAX_DEPTH],
+            len: 0,
+        }
+    }
+}
+
+impl Path {
+    fn push(&mut self, step: (u64, usize)) -> Result<()> {
+        let slot = self
+            .items
+            .get_mut(self.len)
+            .ok_or_else(|| Error::corrupted("tree deeper than the depth limit"))?;
+        *slot = step;
+        self.len += 1;
+        Ok(())
+    }
+    fn pop(&mut self) {
+        self.len = self.len.saturating_sub(1);
+    }
+    fn last(&self) -> Option<&(u64, usize)> {
+        self.len.checked_sub(1).map(|i| &self.items[i])
+    }
+    fn clear(&mut self) {
+        self.len = 0;
+    }
+}
+
+/// The nodes of a page, borrowed from its image.
+fn borrowed_nodes<'a>(p: &format::Page<'a>) -> Result<Vec<NodeIn<'a>>> {
+    (0..p.nkeys())
+        .map(|i| p.node(i).map(|n| NodeIn::from_node(&n)))
+        .collect()
+}
 
 /// Deletes `key`; false if it was absent (nothing is touched then).
 pub fn delete<W: PageWriter + ?Sized>(
@@ -37,12 +83,12 @@ pub fn delete_with<W: PageWriter + ?Sized>(
     if depth == 0 || depth > MAX_DEPTH {
         return Err(Error::corrupted(format!("tree of depth {depth}")));
     }
-    let mut path: Vec<(u64, usize)> = Vec::with_capacity(depth);
+    let mut path = Path::default();
     let mut pg = rec.root;
     for _ in 1..depth {
         let p = tree_page(w, pg)?;
         let i = p.child_index(key, cmp)?;
-        path.push((pg, i));
+        path.push((pg, i))?;
         pg = p.child(i)?;
     }
     let p = tree_page(w, pg)?;
@@ -63,15 +109,12 @@ pub fn delete_with<W: PageWriter + ?Sized>(
     let mut pg = w.touch(rec.root)?;
     rec.root = pg;
     loop {
-        if path.len() >= MAX_DEPTH {
-            return Err(Error::corrupted("tree deeper than the depth limit"));
-        }
         let p = tree_page(w, pg)?;
         if p.is_leaf() {
             break;
         }
         let i = p.child_index(key, cmp)?;
-        path.push((pg, i));
+        path.push((pg, i))?;
         pg = touch_child(w, pg, i, p.child(i)?)?;
     }
     let (i, exact) = tree_page(w, pg)?.lower_bound(key, cmp, 0)?;
@@ -109,11 +152,11 @@ pub fn delete_in_leaf<W: PageWriter + ?Sized>(
 }
 
 /// Removes slot `i` of dirty leaf `pg` reached by the dirty `path`, then rebalances.
-pub fn remove_at<W: PageWriter + ?Sized>(
+fn remove_at<W: PageWriter + ?Sized>(
     w: &mut W,
     rec: &mut DbRecord,
     cmp: &KeyCmp,
-    path: Vec<(u64, usize)>,
+    path: Path,
     pg: u64,
     i: usize,
     merge: bool,
@@ -136,7 +179,7 @@ fn rebalance<W: PageWriter + ?Sized>(
     w: &mut W,
     rec: &mut DbRecord,
     cmp: &KeyCmp,
-    mut path: Vec<(u64, usize)>,
+    mut path: Path,
     mut pg: u64,
     merge: bool,
 ) -> Result<()> {
@@ -219,23 +262,27 @@ fn rebalance<W: PageWriter + ?Sized>(
         let mut pm = PageMut::new(w.page_mut(parent)?);
         pm.value_area_mut(li)?.copy_from_slice(&lpg.to_le_bytes());
         pm.value_area_mut(ri)?.copy_from_slice(&rpg.to_le_bytes());
-        let mut nodes = page_nodes(&tree_page(w, lpg)?)?;
-        let mut right = page_nodes(&tree_page(w, rpg)?)?;
+        // Both pages read from copies while the left one is rebuilt (two buffers, not an
+        // allocation per node).
+        let limg = w.page(lpg)?.to_vec();
+        let rimg = w.page(rpg)?.to_vec();
+        let mut nodes = borrowed_nodes(&format::Page::new(&limg, lpg)?)?;
+        let mut right = borrowed_nodes(&format::Page::new(&rimg, rpg)?)?;
         if !leaf {
-            right[0].key = sep;
+            right[0].key = &sep;
         }
         let fits = format::SLOTS_AT
             + nodes
                 .iter()
                 .chain(right.iter())
-                .map(|n| n.as_in().footprint())
+                .map(NodeIn::footprint)
                 .sum::<usize>()
             <= ps;
         if !fits {
             return Ok(());
         }
         nodes.append(&mut right);
-        build_page(w.page_mut(lpg)?, kind, hint, &nodes)?;
+        build_page_in(w.page_mut(lpg)?, kind, hint, &nodes)?;
         w.free(rpg, 1)?;
         count_page(rec, kind, -1);
         PageMut::new(w.page_mut(parent)?).remove(ri);
