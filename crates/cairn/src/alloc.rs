@@ -161,12 +161,13 @@ impl FreeState {
         self.undo.clear();
     }
 
-    /// Takes the keys changed since the last call, to persist them (ascending, once each).
-    pub fn take_dirty(&mut self) -> Vec<u64> {
-        let mut d = std::mem::take(&mut self.dirty);
-        d.sort_unstable();
-        d.dedup();
-        d
+    /// Takes the keys changed since the last call into `out`, to persist them (ascending,
+    /// once each); the set keeps `out`'s old buffer, so that neither grows again each commit.
+    pub fn take_dirty(&mut self, out: &mut Vec<u64>) {
+        out.clear();
+        std::mem::swap(out, &mut self.dirty);
+        out.sort_unstable();
+        out.dedup();
     }
 
     /// Whether every change has been persisted.
@@ -402,14 +403,15 @@ mod tests {
         f.add_pending(5, 1, 3, 6);
         f.add_pending(9, 1, 3, 7);
         f.add_reusable(10, 2);
-        f.take_dirty();
+        f.take_dirty(&mut Vec::new());
         f.forget_undo();
         f.release(&[]);
         // 5 had no reusable neighbour: reusable in memory, nothing to write.
         assert_eq!(f.get(5).unwrap().freed, 0);
         // 9 merged with 10: a new key layout, which the free tree must learn.
         assert_eq!(f.get(9).unwrap().len, 3);
-        let dirty = f.take_dirty();
+        let mut dirty = Vec::new();
+        f.take_dirty(&mut dirty);
         assert!(!dirty.contains(&5) && dirty.contains(&9) && dirty.contains(&10));
         // An abort undoes the merge (to be redone by the next release) but not the release of 5.
         f.rollback(0);

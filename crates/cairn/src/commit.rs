@@ -243,12 +243,13 @@ impl RwTxn<'_> {
     }
 
     fn persist_free_rounds(&mut self) -> Result<()> {
+        let mut keys = Vec::new();
         for round in 0..MAX_ROUNDS {
             // Almost every commit settles in two or three rounds. Should emptied and split
             // pages keep taking turns, the tree's pages come from the end of the file from
             // then on: allocations stop changing the free set, which settles.
             self.persisting = round >= PERSIST_ROUNDS_FROM_FREE;
-            let keys = self.ws().free.take_dirty();
+            self.ws().free.take_dirty(&mut keys);
             if keys.is_empty() {
                 return Ok(());
             }
@@ -256,7 +257,7 @@ impl RwTxn<'_> {
             // dirty leaf of the previous one before descending (the hint is dropped when a
             // change may have split or freed pages).
             let mut hint: Option<(u64, usize)> = None;
-            for k in keys {
+            for &k in &keys {
                 failpoint!("commit.persist_free");
                 let mut rec = self.free_rec;
                 let key = run_key(k);
