@@ -399,7 +399,13 @@ impl EnvInner {
             .lock(crate::os::LockKind::Unlock, crate::format::LB_WRITER, false);
         let mut g = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         *g = Some(ws);
+        let waiting = self
+            .writer_waiters
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0;
         drop(g);
-        self.writer_cv.notify_one();
+        if waiting {
+            self.writer_cv.notify_one();
+        }
     }
 }

@@ -252,6 +252,9 @@ pub(crate) struct EnvInner {
     pub shared: Shared,
     pub writer: Mutex<Option<WriterState>>,
     pub writer_cv: Condvar,
+    /// Threads waiting on `writer_cv`, counted under the `writer` mutex: handing the writer
+    /// state back notifies only when someone waits (a notify is a futex call every time).
+    pub writer_waiters: std::sync::atomic::AtomicUsize,
     pub dbs: RwLock<Vec<DbInfo>>,
     /// Bumped at every change to `dbs` (under its write lock), so that a transaction can
     /// cache a database's order and flags and check them with one load (`db::DbView`).
@@ -389,6 +392,7 @@ impl Env {
                 shared,
                 writer: Mutex::new(Some(ws)),
                 writer_cv: Condvar::new(),
+                writer_waiters: std::sync::atomic::AtomicUsize::new(0),
                 dbs: RwLock::new(vec![main]),
                 db_gen: AtomicU64::new(0),
                 id: tag,

@@ -349,8 +349,17 @@ impl<'env> RwTxn<'env> {
     pub(crate) fn begin(env: &'env Env) -> Result<RwTxn<'env>> {
         let inner = &env.inner;
         let mut g = inner.writer.lock().unwrap_or_else(|p| p.into_inner());
-        while g.is_none() {
-            g = inner.writer_cv.wait(g).unwrap_or_else(|p| p.into_inner());
+        if g.is_none() {
+            // Counted and uncounted under the mutex, where `put_writer` reads the count.
+            inner
+                .writer_waiters
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            while g.is_none() {
+                g = inner.writer_cv.wait(g).unwrap_or_else(|p| p.into_inner());
+            }
+            inner
+                .writer_waiters
+                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         }
         let mut ws = g.take().expect("checked");
         drop(g);
