@@ -267,7 +267,7 @@ impl FreeState {
             let mut starts = self.pending.remove(&g).unwrap_or_default();
             starts.sort_unstable();
             starts.dedup();
-            for s in starts {
+            for &s in &starts {
                 if self.pending_group.get(&s) != Some(&g) {
                     continue; // a stale entry
                 }
@@ -279,6 +279,12 @@ impl FreeState {
                     // Listed in no group now; `set` below unindexes it.
                     _ => ready.push((s, r.len)),
                 }
+            }
+            // The list of runs not examined yet is refilled by every transaction: its buffer
+            // is kept (when small) rather than grown again from nothing.
+            if g == 0 && starts.capacity() <= 4096 && !self.pending.contains_key(&0) {
+                starts.clear();
+                self.pending.insert(0, starts);
             }
         }
         for (s, len) in ready {

@@ -386,9 +386,11 @@ impl RwTxn<'_> {
         let storage = &*self.env.inner.storage;
         let mut total = 0u64;
         let mut i = 0;
+        let mut bufs: Vec<&[u8]> = Vec::new();
         while i < pgnos.len() {
             let start = pgnos[i];
-            let mut bufs: Vec<&[u8]> = vec![&self.dirty[&start]];
+            bufs.clear();
+            bufs.push(&self.dirty[&start]);
             let mut next = start + self.dirty[&start].len() as u64 / ps;
             let mut j = i + 1;
             while j < pgnos.len() && pgnos[j] == next && bufs.len() < 1024 {

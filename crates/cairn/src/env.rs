@@ -240,6 +240,9 @@ pub(crate) struct WriterState {
     /// When the last steady commit was made.
     pub last_sync: std::time::Instant,
     pub pool: Vec<Box<[u8]>>,
+    /// The dirty-page map of the last transaction, emptied, for the next one (so that a small
+    /// transaction's map does not grow from nothing each time).
+    pub dirty_spare: crate::txn::PageMap<Box<[u8]>>,
     /// False until the state is read from the data file (a handle that joined others loads
     /// it at its first write transaction).
     pub loaded: bool,
@@ -596,6 +599,7 @@ impl WriterState {
             unsynced_bytes: 0,
             last_sync: std::time::Instant::now(),
             pool: Vec::new(),
+            dirty_spare: Default::default(),
             loaded: false,
         }
     }

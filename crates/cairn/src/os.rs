@@ -159,13 +159,25 @@ pub fn pwritev_all(file: &File, mut off: u64, bufs: &[&[u8]]) -> std::io::Result
     let mut i = 0;
     while i < bufs.len() {
         let group = &bufs[i..bufs.len().min(i + 512)];
-        let iov: Vec<libc::iovec> = group
-            .iter()
-            .map(|b| libc::iovec {
-                iov_base: b.as_ptr() as *mut libc::c_void,
-                iov_len: b.len(),
-            })
-            .collect();
+        let vec_of = |b: &&[u8]| libc::iovec {
+            iov_base: b.as_ptr() as *mut libc::c_void,
+            iov_len: b.len(),
+        };
+        // A commit's runs are mostly a page or a few: their vectors live on the stack.
+        let mut small = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; 8];
+        let big: Vec<libc::iovec>;
+        let iov: &[libc::iovec] = if group.len() <= small.len() {
+            for (v, b) in small.iter_mut().zip(group) {
+                *v = vec_of(b);
+            }
+            &small[..group.len()]
+        } else {
+            big = group.iter().map(vec_of).collect();
+            &big
+        };
         let total: usize = group.iter().map(|b| b.len()).sum();
         // SAFETY: docs/safety.md §4: every iovec points into a live borrowed buffer of the
         // stated length; pwritev only reads them.

@@ -389,6 +389,7 @@ impl<'env> RwTxn<'env> {
         }
         ws.free.release(&pins);
         let txnid = ws.next_txnid;
+        let dirty = std::mem::take(&mut ws.dirty_spare);
         Ok(RwTxn {
             env,
             ws: Some(ws),
@@ -404,7 +405,7 @@ impl<'env> RwTxn<'env> {
             })],
             views: RefCell::new(Vec::new()),
             base,
-            dirty: PageMap::default(),
+            dirty,
             frames: Vec::new(),
             freed_clean: Vec::new(),
             changed: false,
@@ -931,6 +932,10 @@ impl<'env> RwTxn<'env> {
                 if buf.len() == self.env.inner.page_size && ws.pool.len() < 1024 {
                     ws.pool.push(buf);
                 }
+            }
+            // A small map is kept for the next transaction; a large one is let go.
+            if self.dirty.capacity() <= 1024 {
+                ws.dirty_spare = std::mem::take(&mut self.dirty);
             }
             self.env.inner.put_writer(ws);
         }
