@@ -2,49 +2,11 @@
 //! sibling when the two fit in one page, up to the root, which collapses when it has one child.
 
 use super::{
-    build_page, build_page_in, count_page, hinted, page_nodes, touch_child, tree_page, PageWriter,
-    MAX_DEPTH,
+    build_page, build_page_in, count_page, hinted, page_nodes, search, touch_descend, tree_page,
+    PageWriter, Path,
 };
 use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, KeyCmp, NodeIn, PageMut, KIND_BRANCH, KIND_LEAF};
-
-/// The branch pages above a leaf, with the slot taken in each, root first: on the stack, as a
-/// delete allocated nothing else on its common path.
-#[derive(Clone, Copy)]
-struct Path {
-    items: [(u64, usize); MAX_DEPTH],
-    len: usize,
-}
-
-impl Default for Path {
-    fn default() -> Path {
-        Path {
-            items: [(0, 0); MAX_DEPTH],
-            len: 0,
-        }
-    }
-}
-
-impl Path {
-    fn push(&mut self, step: (u64, usize)) -> Result<()> {
-        let slot = self
-            .items
-            .get_mut(self.len)
-            .ok_or_else(|| Error::corrupted("tree deeper than the depth limit"))?;
-        *slot = step;
-        self.len += 1;
-        Ok(())
-    }
-    fn pop(&mut self) {
-        self.len = self.len.saturating_sub(1);
-    }
-    fn last(&self) -> Option<&(u64, usize)> {
-        self.len.checked_sub(1).map(|i| &self.items[i])
-    }
-    fn clear(&mut self) {
-        self.len = 0;
-    }
-}
 
 /// The nodes of a page, borrowed from its image.
 fn borrowed_nodes<'a>(p: &format::Page<'a>) -> Result<Vec<NodeIn<'a>>> {
@@ -73,51 +35,20 @@ pub fn delete_with<W: PageWriter + ?Sized>(
     key: &[u8],
     merge: bool,
 ) -> Result<bool> {
-    if rec.root == 0 {
-        return Ok(false);
-    }
     // A read-only descent first, so that deleting an absent key touches nothing. When it ends
     // in a dirty leaf, the whole path is dirty (a page is made writable only below a writable
     // parent) and serves as it is; else the path is made writable.
-    let depth = usize::from(rec.depth);
-    if depth == 0 || depth > MAX_DEPTH {
-        return Err(Error::corrupted(format!("tree of depth {depth}")));
-    }
     let mut path = Path::default();
-    let mut pg = rec.root;
-    for _ in 1..depth {
-        let p = tree_page(w, pg)?;
-        let i = p.child_index(key, cmp)?;
-        path.push((pg, i))?;
-        pg = p.child(i)?;
-    }
-    let p = tree_page(w, pg)?;
-    if !p.is_leaf() {
-        return Err(Error::corrupted(format!(
-            "page {pg}: a branch at the leaf level of a tree of depth {depth}"
-        )));
-    }
-    let (i, exact) = p.lower_bound(key, cmp, 0)?;
-    if !exact {
+    let Some((pg, _, i, true)) = search::find_leaf_path(w, rec, cmp, key, Some(&mut path))? else {
         return Ok(false);
-    }
+    };
     if w.is_dirty(pg) {
         remove_at(w, rec, cmp, path, pg, i, merge)?;
         return Ok(true);
     }
     path.clear();
-    let mut pg = w.touch(rec.root)?;
-    rec.root = pg;
-    loop {
-        let p = tree_page(w, pg)?;
-        if p.is_leaf() {
-            break;
-        }
-        let i = p.child_index(key, cmp)?;
-        path.push((pg, i))?;
-        pg = touch_child(w, pg, i, p.child(i)?)?;
-    }
-    let (i, exact) = tree_page(w, pg)?.lower_bound(key, cmp, 0)?;
+    let (pg, p) = touch_descend(w, rec, cmp, key, false, &mut path)?;
+    let (i, exact) = p.lower_bound(key, cmp, 0)?;
     if !exact {
         return Err(Error::corrupted("key vanished between search and delete"));
     }
@@ -183,19 +114,19 @@ fn rebalance<W: PageWriter + ?Sized>(
     mut path: Path,
     mut pg: u64,
     merge: bool,
-    removed: usize,
+    // Bytes of the node just removed from the leaf `pg` (0 for any other page): see the fill
+    // check below.
+    mut removed: usize,
 ) -> Result<()> {
     let ps = w.page_size();
     let hint = hinted(cmp);
-    // Bytes of the node just removed from the leaf (0 above it): see the fill check below.
-    let mut removed = removed;
     loop {
         let removed_here = std::mem::take(&mut removed);
         let p = tree_page(w, pg)?;
         let nk = p.nkeys();
         let leaf = p.is_leaf();
         let kind = if leaf { KIND_LEAF } else { KIND_BRANCH };
-        let Some(&(parent, idx)) = path.last() else {
+        let Some((parent, idx)) = path.last() else {
             // The root: an empty leaf empties the tree, a branch with one child steps down.
             // Without merging (the free tree at commit), an empty root leaf stays: freeing it
             // would change the free set it records, and the tree would need it again.

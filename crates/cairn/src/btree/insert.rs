@@ -2,8 +2,8 @@
 //! needed. Appends at the right edge split "at the end" so that sorted loads fill pages.
 
 use super::{
-    build_page, build_page_in, count_page, hinted, touch_child, tree_page, OwnedNode, PageWriter,
-    MAX_DEPTH,
+    build_page, build_page_in, count_page, hinted, touch_descend, tree_page, OwnedNode, PageWriter,
+    Path,
 };
 use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, KeyCmp, NodeIn, PageMut, KIND_BRANCH, KIND_LEAF, NF_BIG};
@@ -76,23 +76,7 @@ pub fn touch_leaf<W: PageWriter + ?Sized>(
     if rec.root == 0 {
         return Ok(None);
     }
-    let depth = usize::from(rec.depth);
-    if depth == 0 || depth > MAX_DEPTH {
-        return Err(Error::corrupted(format!("tree of depth {depth}")));
-    }
-    let mut pg = w.touch(rec.root)?;
-    rec.root = pg;
-    for _ in 1..depth {
-        let p = tree_page(w, pg)?;
-        let i = p.child_index(key, cmp)?;
-        pg = touch_child(w, pg, i, p.child(i)?)?;
-    }
-    let p = tree_page(w, pg)?;
-    if !p.is_leaf() {
-        return Err(Error::corrupted(format!(
-            "page {pg}: a branch at the leaf level of a tree of depth {depth}"
-        )));
-    }
+    let (pg, p) = touch_descend(w, rec, cmp, key, false, &mut Path::default())?;
     let (i, exact) = p.lower_bound(key, cmp, 0)?;
     Ok(Some((pg, i, exact)))
 }
@@ -118,40 +102,8 @@ pub fn put_landing<W: PageWriter + ?Sized>(
         rec.root = pg;
         rec.depth = 1;
     }
-    // Descend, making every page on the path writable: `depth - 1` branch pages (`child`
-    // refuses a leaf), then the leaf, each read once. The path lives on the stack (a small
-    // array: zeroing MAX_DEPTH entries cost a memset a put), on the heap past 8 levels.
-    let depth = usize::from(rec.depth);
-    if depth == 0 || depth > MAX_DEPTH {
-        return Err(Error::corrupted(format!("tree of depth {depth}")));
-    }
-    let mut small = [(0u64, 0usize); 8];
-    let mut big = Vec::new();
-    let path: &mut [(u64, usize)] = if depth - 1 <= small.len() {
-        &mut small[..depth - 1]
-    } else {
-        big.resize(depth - 1, (0, 0));
-        &mut big
-    };
-    let mut pg = w.touch(rec.root)?;
-    rec.root = pg;
-    for slot in path.iter_mut() {
-        let p = tree_page(w, pg)?;
-        let i = if mode == Mode::Append {
-            p.nkeys() - 1
-        } else {
-            p.child_index(key, cmp)?
-        };
-        *slot = (pg, i);
-        pg = touch_child(w, pg, i, p.child(i)?)?;
-    }
-    let path = &*path;
-    let p = tree_page(w, pg)?;
-    if !p.is_leaf() {
-        return Err(Error::corrupted(format!(
-            "page {pg}: a branch at the leaf level of a tree of depth {depth}"
-        )));
-    }
+    let mut path = Path::default();
+    let (pg, p) = touch_descend(w, rec, cmp, key, mode == Mode::Append, &mut path)?;
     let (i, exact) = if mode == Mode::Append {
         let n = p.nkeys();
         if n > 0 && cmp.cmp(p.key(n - 1)?, key) != std::cmp::Ordering::Less {
@@ -373,7 +325,7 @@ fn split<W: PageWriter + ?Sized>(
     w: &mut W,
     rec: &mut DbRecord,
     cmp: &KeyCmp,
-    path: &[(u64, usize)],
+    mut path: Path,
     mut pg: u64,
     mut at: usize,
     mut node: OwnedNode,
@@ -381,7 +333,6 @@ fn split<W: PageWriter + ?Sized>(
 ) -> Result<()> {
     let ps = w.page_size();
     let hint = hinted(cmp);
-    let mut path = path.iter().rev();
     // The page being split is read from a copy while its halves are built (one buffer for
     // every level, not an allocation per node).
     let mut image = Vec::with_capacity(ps);
@@ -422,7 +373,7 @@ fn split<W: PageWriter + ?Sized>(
             val: rpg.to_le_bytes().to_vec(),
             vlen: 8,
         };
-        match path.next().copied() {
+        match path.pop() {
             None => {
                 // New root over the two halves.
                 let root = w.alloc(1)?;

@@ -51,23 +51,104 @@ pub trait PageWriter: PageSource {
     }
 }
 
-/// One step of a copy-on-write descent: makes `child`, child `i` of the dirty branch `pg`,
-/// writable, pointing the branch at the copy if one was made; returns the child's (new)
-/// number.
-#[inline]
-pub fn touch_child<W: PageWriter + ?Sized>(
-    w: &mut W,
-    pg: u64,
-    i: usize,
-    child: u64,
-) -> Result<u64> {
-    let nc = w.touch(child)?;
-    if nc != child {
-        format::PageMut::new(w.page_mut(pg)?)
-            .value_area_mut(i)?
-            .copy_from_slice(&nc.to_le_bytes());
+/// The branch pages above a leaf with the slot taken in each, root first, as a descent
+/// records them for the splits or merges that may follow. The first levels live inline (a
+/// real tree is a few levels deep, and a put or delete then allocates nothing for its path);
+/// deeper ones spill to the heap. At most `MAX_DEPTH` levels.
+#[derive(Default)]
+pub(crate) struct Path {
+    inline: [(u64, usize); PATH_INLINE],
+    spill: Vec<(u64, usize)>,
+    len: usize,
+}
+
+const PATH_INLINE: usize = 8;
+
+impl Path {
+    pub(crate) fn push(&mut self, step: (u64, usize)) -> Result<()> {
+        if self.len >= MAX_DEPTH {
+            return Err(Error::corrupted("tree deeper than the depth limit"));
+        }
+        match self.inline.get_mut(self.len) {
+            Some(slot) => *slot = step,
+            None => self.spill.push(step),
+        }
+        self.len += 1;
+        Ok(())
     }
-    Ok(nc)
+
+    /// The deepest level, removed.
+    pub(crate) fn pop(&mut self) -> Option<(u64, usize)> {
+        self.len = self.len.checked_sub(1)?;
+        if self.len < PATH_INLINE {
+            Some(self.inline[self.len])
+        } else {
+            self.spill.pop()
+        }
+    }
+
+    /// The deepest level.
+    pub(crate) fn last(&self) -> Option<(u64, usize)> {
+        let i = self.len.checked_sub(1)?;
+        if i < PATH_INLINE {
+            Some(self.inline[i])
+        } else {
+            self.spill.last().copied()
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.len = 0;
+        self.spill.clear();
+    }
+}
+
+/// The copy-on-write descent of every change: makes each page from the root to the leaf where
+/// `key` belongs (the rightmost leaf with `append`) writable, pointing each parent at its
+/// child's copy, and records the branches and slots in `path`; returns the (dirty) leaf and
+/// its view. Each page is read once; `depth - 1` branches (`child` refuses a leaf), then a
+/// leaf.
+pub(crate) fn touch_descend<'w, W: PageWriter + ?Sized>(
+    w: &'w mut W,
+    rec: &mut DbRecord,
+    cmp: &KeyCmp,
+    key: &[u8],
+    append: bool,
+    path: &mut Path,
+) -> Result<(u64, format::Page<'w>)> {
+    let depth = usize::from(rec.depth);
+    if rec.root == 0 || depth == 0 || depth > MAX_DEPTH {
+        return Err(Error::corrupted(format!(
+            "tree of depth {depth}, root {}",
+            rec.root
+        )));
+    }
+    let mut pg = w.touch(rec.root)?;
+    rec.root = pg;
+    for _ in 1..depth {
+        let p = tree_page(w, pg)?;
+        let i = if append {
+            p.nkeys().saturating_sub(1)
+        } else {
+            p.child_index(key, cmp)?
+        };
+        let child = p.child(i)?;
+        path.push((pg, i))?;
+        let nc = w.touch(child)?;
+        if nc != child {
+            format::PageMut::new(w.page_mut(pg)?)
+                .value_area_mut(i)?
+                .copy_from_slice(&nc.to_le_bytes());
+        }
+        pg = nc;
+    }
+    let p = tree_page(w, pg)?;
+    if !p.is_leaf() {
+        return Err(Error::corrupted(format!(
+            "page {pg}: a branch at the leaf level of a tree of depth {depth}"
+        )));
+    }
+    Ok((pg, p))
 }
 
 /// A tree-page view of `pgno`.

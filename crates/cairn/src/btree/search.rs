@@ -1,6 +1,6 @@
 //! Point lookup: descend from the root by binary search, no allocation, no copy.
 
-use super::{node_value, tree_page, PageSource, MAX_DEPTH};
+use super::{node_value, tree_page, PageSource, Path, MAX_DEPTH};
 use crate::error::{Error, Result};
 use crate::format::{DbRecord, KeyCmp, Page};
 
@@ -16,11 +16,25 @@ pub fn find_leaf<S: PageSource + ?Sized>(
 }
 
 /// As [`find_leaf`], with the leaf's checked view, so that the caller reads no page twice.
+#[inline]
 pub fn find_leaf_page<'a, S: PageSource + ?Sized>(
     src: &'a S,
     rec: &DbRecord,
     cmp: &KeyCmp,
     key: &[u8],
+) -> Result<Option<(u64, Page<'a>, usize, bool)>> {
+    find_leaf_path(src, rec, cmp, key, None)
+}
+
+/// [`find_leaf_page`], also recording the branches and slots passed in `path` when given
+/// (a delete's search, which changes the leaf in place when it is already dirty).
+#[inline]
+pub(crate) fn find_leaf_path<'a, S: PageSource + ?Sized>(
+    src: &'a S,
+    rec: &DbRecord,
+    cmp: &KeyCmp,
+    key: &[u8],
+    mut path: Option<&mut Path>,
 ) -> Result<Option<(u64, Page<'a>, usize, bool)>> {
     if rec.root == 0 {
         return Ok(None);
@@ -39,6 +53,9 @@ pub fn find_leaf_page<'a, S: PageSource + ?Sized>(
             return Ok(Some((pgno, p, i, exact)));
         }
         let i = p.child_index(key, cmp)?;
+        if let Some(path) = path.as_deref_mut() {
+            path.push((pgno, i))?;
+        }
         pgno = p.child(i)?;
     }
     Err(Error::corrupted(format!(
