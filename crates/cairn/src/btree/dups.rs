@@ -272,7 +272,13 @@ fn build_subtree<W: PageWriter + ?Sized>(
 }
 
 /// Stores the inline set in `set` as `key`'s values: inline if its node fits, else as a new
-/// sub-tree.
+/// sub-tree. `at`, when given, is where `key`'s node sits in a dirty leaf (a plain or
+/// inline-set node): an inline set that fits the page there replaces it in place, since the
+/// key stays and nothing above the leaf changes.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the tree, the pair, the order and the node's place"
+)]
 fn store_set<W: PageWriter + ?Sized>(
     w: &mut W,
     rec: &mut DbRecord,
@@ -280,8 +286,20 @@ fn store_set<W: PageWriter + ?Sized>(
     key: &[u8],
     set: &[u8],
     ord: &DupOrder,
+    at: Option<(u64, usize)>,
 ) -> Result<()> {
     if format::node_size(key.len(), set.len()) <= format::dups_node_max(w.page_size()) {
+        if let Some((pgno, i)) = at {
+            let node = format::NodeIn {
+                flags: NF_DUPS,
+                key,
+                val: set,
+                vlen: set.len() as u32,
+            };
+            if format::PageMut::new(w.page_mut(pgno)?).replace(i, &node)? {
+                return Ok(());
+            }
+        }
         insert::put_node(
             w,
             rec,
@@ -412,23 +430,15 @@ pub fn put_ordered<W: PageWriter + ?Sized>(
             return Ok(true);
         }
     }
-    // The grown set in place of the old one in the (dirty) leaf when it fits there; the key
-    // stays, so nothing above the leaf changes.
-    if replaceable
-        && format::node_size(key.len(), scratch.len()) <= format::dups_node_max(w.page_size())
-    {
-        let node = format::NodeIn {
-            flags: NF_DUPS,
-            key,
-            val: scratch,
-            vlen: scratch.len() as u32,
-        };
-        if format::PageMut::new(w.page_mut(pgno)?).replace(i, &node)? {
-            rec.entries += 1;
-            return Ok(true);
-        }
-    }
-    store_set(w, rec, kcmp, key, scratch, &ord)?;
+    store_set(
+        w,
+        rec,
+        kcmp,
+        key,
+        scratch,
+        &ord,
+        replaceable.then_some((pgno, i)),
+    )?;
     rec.entries += 1;
     Ok(true)
 }
