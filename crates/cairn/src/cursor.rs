@@ -492,17 +492,10 @@ impl<'t, 'env> CursorMut<'t, 'env> {
         let Some((pg, slot)) = self.leaf else {
             return Ok(());
         };
-        let key = crate::btree::tree_page(&*self.txn, pg)?
-            .node(slot)?
-            .key
-            .to_vec();
-        // The value through the ordinary path: it may live on overflow pages.
-        let val = self
-            .txn
-            .get(self.db, &key)?
-            .ok_or_else(|| Error::corrupted("the pair a put landed on is gone"))?
-            .to_vec();
-        self.at = Some((key, val));
+        // Read where the put left it; `node_value` follows an overflow reference.
+        let src: &RwTxn<'env> = self.txn;
+        let n = crate::btree::tree_page(src, pg)?.node(slot)?;
+        self.at = Some((n.key.to_vec(), crate::btree::node_value(src, &n)?.to_vec()));
         Ok(())
     }
 
