@@ -574,56 +574,42 @@ impl<'env> RwTxn<'env> {
         } else {
             btree::insert::Mode::Upsert
         };
-        // A cursor brings its own hint; the transaction's serves plain puts.
+        // A cursor brings its own hint; the transaction's serves plain puts. A hint of another
+        // database or an older epoch is dead (see `PutHint`).
         let from_cursor = hint.is_some();
-        let hint = hint.or_else(|| {
-            self.put_hint
-                .filter(|h| h.idx == idx && h.epoch == self.dirty_epoch && h.streak > 0)
-                .map(|h| (h.leaf, h.slot))
-        });
-        let mut landed = None;
-        let mut outcome = None;
-        if let (Some(at), Some(v)) = (hint, val) {
-            if let Some((o, i)) =
+        let live = self
+            .put_hint
+            .filter(|h| h.idx == idx && h.epoch == self.dirty_epoch);
+        let hint = hint.or_else(|| live.filter(|h| h.streak > 0).map(|h| (h.leaf, h.slot)));
+        let shortcut = match (hint, val) {
+            (Some(at), Some(v)) => {
                 btree::insert::put_in_leaf(self, &mut rec, &cmp, at, key, v, mode)?
-            {
-                outcome = Some(o);
-                landed = Some((at.0, i));
+                    .map(|(o, i)| (o, Some((at.0, i))))
             }
-        }
-        let outcome = match outcome {
-            Some(o) => o,
-            None => {
-                let r = btree::insert::put_landing(self, &mut rec, &cmp, key, val, (vlen, 0), mode);
-                self.set_rec(idx, rec);
-                let (o, l) = r.inspect_err(|_| self.put_hint = None)?;
-                landed = l;
-                o
-            }
+            _ => None,
         };
+        let r = match shortcut {
+            Some(done) => Ok(done),
+            None => btree::insert::put_landing(self, &mut rec, &cmp, key, val, (vlen, 0), mode),
+        };
+        // Whatever the descent changed before a failure is the transaction's state now.
         self.set_rec(idx, rec);
-        if from_cursor {
-            return match outcome {
-                btree::insert::Outcome::Exists => Err(Error::KeyExists),
-                _ => Ok(landed),
-            };
-        }
-        self.put_hint = landed.map(|(leaf, slot)| {
-            let streak = match self.put_hint {
-                Some(h) if h.idx == idx && h.epoch == self.dirty_epoch && h.leaf == leaf => {
-                    (h.streak + 1).min(3)
-                }
-                Some(h) if h.idx == idx && h.epoch == self.dirty_epoch => h.streak / 2,
-                _ => 0,
-            };
-            PutHint {
+        let (outcome, landed) = r.inspect_err(|_| self.put_hint = None)?;
+        if !from_cursor {
+            // A put that freed a dirty page bumped the epoch: the streak starts over.
+            let live = live.filter(|h| h.epoch == self.dirty_epoch);
+            self.put_hint = landed.map(|(leaf, slot)| PutHint {
                 idx,
                 leaf,
                 slot,
                 epoch: self.dirty_epoch,
-                streak,
-            }
-        });
+                streak: match live {
+                    Some(h) if h.leaf == leaf => (h.streak + 1).min(3),
+                    Some(h) => h.streak / 2,
+                    None => 0,
+                },
+            });
+        }
         match outcome {
             btree::insert::Outcome::Exists => Err(Error::KeyExists),
             _ => Ok(landed),
