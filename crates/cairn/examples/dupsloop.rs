@@ -5,8 +5,8 @@
 //! that callgrind can count one alone:
 //!
 //!     valgrind --tool=callgrind --toggle-collect='dupsloop::work_insert' \
-//!         target/release/examples/dupsloop 200000
-use cairn::{Database, DbFlags, Env, PutFlags, RwTxn};
+//!         target/release/examples/dupsloop 200000 [durable|lazy]
+use cairn::{Database, DbFlags, Durability, Env, PutFlags, RwTxn};
 
 const KEYS: u64 = 1000;
 const BATCH: usize = 10_000;
@@ -76,19 +76,35 @@ fn work_delete(env: &Env, db: Database, order: &[u64]) -> cairn::Result<()> {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let n: u64 = std::env::args()
-        .nth(1)
-        .map_or(200_000, |s| s.parse().unwrap());
+    let mut args = std::env::args().skip(1);
+    let n: u64 = args.next().map_or(200_000, |s| s.parse().unwrap());
+    let durability = match args.next().as_deref() {
+        Some("lazy") => Durability::Lazy,
+        _ => Durability::Durable,
+    };
     let dir = tempfile::tempdir()?;
-    let env = Env::options().map_reserve(1 << 32).open(dir.path())?;
+    let env = Env::options()
+        .map_reserve(1 << 32)
+        .durability(durability)
+        .open(dir.path())?;
     let mut w = env.write_txn()?;
     let db = w.create_db(None, DbFlags::DUP_SORT | DbFlags::CREATE)?;
     w.commit()?;
-    work_insert(&env, db, &permutation(n, 0x9E37_79B9_7F4A_7C15))?;
+    let order = permutation(n, 0x9E37_79B9_7F4A_7C15);
+    let t = std::time::Instant::now();
+    work_insert(&env, db, &order)?;
+    env.sync()?;
+    let insert = t.elapsed();
+    let t = std::time::Instant::now();
     let seen = work_iterate(&env, db)?;
+    let iterate = t.elapsed();
     assert_eq!(seen, n);
     let del = permutation(n, 0x2545_F491_4F6C_DD1D);
+    let t = std::time::Instant::now();
     work_delete(&env, db, &del[..(n / 2) as usize])?;
+    env.sync()?;
+    let delete = t.elapsed();
+    eprintln!("insert {insert:?}, iterate {iterate:?}, delete {delete:?}");
     env.read_txn()?.check()?;
     println!("{n} pairs inserted, iterated, half deleted");
     Ok(())

@@ -121,6 +121,19 @@ impl FreeState {
     }
 
     fn set(&mut self, start: u64, new: Option<Run>) {
+        // A reusable run resized in place stays in the same index entry: only its page
+        // count changes (an allocation from its end, the most common change of all).
+        if let Some(r) = new.filter(|r| r.freed == 0) {
+            if let Some(cur) = self.runs.get_mut(&start) {
+                if cur.freed == 0 {
+                    let old = std::mem::replace(cur, r);
+                    self.reusable_pages = self.reusable_pages - old.len + r.len;
+                    self.undo.push((start, Some(old)));
+                    self.dirty.push(start);
+                    return;
+                }
+            }
+        }
         let old = match new {
             Some(r) => self.runs.insert(start, r),
             None => self.runs.remove(&start),
@@ -188,7 +201,9 @@ impl FreeState {
         false
     }
 
-    /// Takes `n` contiguous reusable pages, lowest first.
+    /// Takes `n` contiguous reusable pages from the lowest run that has them (so the file
+    /// stays compact), at that run's end: the run keeps its start, which is its key in the
+    /// free tree, so the change persists as one overwrite instead of a delete and an insert.
     pub fn alloc(&mut self, n: u64) -> Option<u64> {
         let start = if n == 1 {
             *self.reusable.iter().next()?
@@ -196,18 +211,20 @@ impl FreeState {
             *self.reusable.iter().find(|s| self.runs[s].len >= n)?
         };
         let r = self.runs[&start];
-        self.set(start, None);
         if r.len > n {
             self.set(
-                start + n,
+                start,
                 Some(Run {
                     len: r.len - n,
                     birth: 0,
                     freed: 0,
                 }),
             );
+            Some(start + r.len - n)
+        } else {
+            self.set(start, None);
+            Some(start)
         }
-        Some(start)
     }
 
     /// Adds pages no snapshot can see, merging with reusable neighbours.
@@ -358,9 +375,12 @@ mod tests {
             })
         );
         let mark = f.mark();
-        assert_eq!(f.alloc(1), Some(10));
+        // From the end of the lowest run that has room.
+        assert_eq!(f.alloc(1), Some(14));
         assert_eq!(f.alloc(3), Some(11));
         assert_eq!(f.reusable_pages(), 1);
+        assert_eq!(f.alloc(1), Some(10));
+        assert_eq!(f.alloc(1), None);
         f.rollback(mark);
         assert_eq!(
             f.get(10),

@@ -249,6 +249,7 @@ impl RwTxn<'_> {
             // pages keep taking turns, the tree's pages come from the end of the file from
             // then on: allocations stop changing the free set, which settles.
             self.persisting = round >= PERSIST_ROUNDS_FROM_FREE;
+            self.flush_freed()?;
             self.ws().free.take_dirty(&mut keys);
             if keys.is_empty() {
                 return Ok(());

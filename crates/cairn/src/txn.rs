@@ -315,7 +315,11 @@ pub struct RwTxn<'env> {
     pub(crate) catalog: DbRecord,
     pub(crate) free_rec: DbRecord,
     pub(crate) frames: Vec<Frame>,
-    pub(crate) freed_clean: Vec<u64>,
+    /// Pages of the snapshot freed by this transaction, as (first page, pages, birth), in the
+    /// order freed: they join the free set (as pending runs) only at commit, sorted and
+    /// coalesced (`flush_freed`), so that a page copied on write costs a push, not a free-set
+    /// update; nothing reads them before (they are not reusable within the transaction).
+    pub(crate) freed_clean: Vec<(u64, u64, u64)>,
     pub(crate) changed: bool,
     /// Reused by sorted-duplicates writes for the value sets they build.
     pub(crate) dup_scratch: Vec<u8>,
@@ -1073,18 +1077,60 @@ impl<'env> RwTxn<'env> {
         crate::storage::read_pages(&*env.inner.storage, ps, pgno, span, self.base.txnid)
     }
 
+    #[inline]
     fn free_clean(&mut self, pgno: u64, span: u64, birth: u64) -> Result<()> {
-        let txnid = self.txnid;
-        let free: &mut FreeState = &mut self.ws().free;
-        if free.overlaps(pgno, span) {
-            return Err(Error::corrupted(format!(
-                "page {pgno} freed twice (referenced twice?)"
-            )));
-        }
-        free.add_pending(pgno, span, birth, txnid);
-        self.freed_clean.push(pgno);
+        self.freed_clean.push((pgno, span, birth));
         self.changed = true;
         Ok(())
+    }
+
+    /// Moves the pages freed since the last call into the free set as pending runs: sorted,
+    /// and adjacent pages of one birth coalesced into one run (a transaction that rewrites
+    /// what the previous one wrote frees long runs of them). A page freed twice, or one
+    /// already free, is a tree that references a page twice: refused, before anything of
+    /// this transaction is written.
+    pub(crate) fn flush_freed(&mut self) -> Result<()> {
+        if self.freed_clean.is_empty() {
+            return Ok(());
+        }
+        let mut freed = std::mem::take(&mut self.freed_clean);
+        freed.sort_unstable();
+        let txnid = self.txnid;
+        let free: &mut FreeState = &mut self.ws.as_mut().expect("writer state").free;
+        let mut result = Ok(());
+        let mut i = 0;
+        while i < freed.len() {
+            let (start, mut len, birth) = freed[i];
+            let mut j = i + 1;
+            while let Some(&(p, span, b)) = freed.get(j) {
+                if p < start + len {
+                    result = Err(Error::corrupted(format!(
+                        "page {p} freed twice (referenced twice?)"
+                    )));
+                    break;
+                }
+                if p != start + len || b != birth {
+                    break;
+                }
+                len += span;
+                j += 1;
+            }
+            if result.is_err() {
+                break;
+            }
+            if free.overlaps(start, len) {
+                result = Err(Error::corrupted(format!(
+                    "pages {start}+{len} freed while free (referenced twice?)"
+                )));
+                break;
+            }
+            free.add_pending(start, len, birth, txnid);
+            i = j;
+        }
+        // The buffer is kept for the next frees.
+        freed.clear();
+        self.freed_clean = freed;
+        result
     }
 }
 

@@ -1104,3 +1104,49 @@ fn hostile_commit_list() {
     expect_state("list kind", open_file("list kind", img, false), prev);
     let _ = H_FLAGS;
 }
+
+/// A branch whose two children are one page: a write through both reaches that page twice
+/// and frees it twice. The commit must refuse (a page in the free set twice would later be
+/// handed out twice) and leave the file as it was.
+#[test]
+fn a_page_referenced_twice_is_not_freed_twice() {
+    let img0 = small(300, 0, Touch::Other);
+    let (_, m) = newest(&img0);
+    let mut img = img0.clone();
+    let mut second = Vec::new();
+    craft(&mut img, m.main.root, |b| {
+        assert_eq!(b[H_KIND], format::KIND_BRANCH, "root is a branch");
+        let child = |b: &[u8], i: usize| {
+            let off = node_at(b, i);
+            let klen = u16::from_le_bytes([b[off + 1], b[off + 2]]) as usize;
+            off + format::NODE_HDR + klen
+        };
+        let (c0, c1) = (child(b, 0), child(b, 1));
+        let first: [u8; 8] = b[c0..c0 + 8].try_into().unwrap();
+        b[c1..c1 + 8].copy_from_slice(&first);
+        // The second child's first key: a put with it descends into child 1.
+        let off = node_at(b, 1);
+        let klen = u16::from_le_bytes([b[off + 1], b[off + 2]]) as usize;
+        second = b[off + format::NODE_HDR..off + format::NODE_HDR + klen].to_vec();
+    });
+    guarded("page referenced twice", move || {
+        let (env, _sim) = support::open_image(&img).unwrap();
+        let main = env.main_db();
+        let before = env
+            .read_txn()
+            .unwrap()
+            .get(main, b"k00000")
+            .unwrap()
+            .map(<[u8]>::to_vec);
+        let mut w = env.write_txn().unwrap();
+        w.put(main, b"k00000", b"x", PutFlags::empty()).unwrap();
+        w.put(main, &second, b"y", PutFlags::empty()).unwrap();
+        let r = w.commit();
+        assert!(
+            matches!(r, Err(Error::Corrupted { .. })),
+            "commit gave {r:?}"
+        );
+        let r = env.read_txn().unwrap();
+        assert_eq!(r.get(main, b"k00000").unwrap().map(<[u8]>::to_vec), before);
+    });
+}
