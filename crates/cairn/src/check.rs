@@ -128,50 +128,32 @@ impl Walker<'_> {
         }
         let b = self.src.page(pg)?;
         format::verify_page(b, pg, None)?;
-        let p = format::Page::new(b, pg)?;
-        if p.txnid() > self.src.meta.txnid {
+        let writer = format::page_id(b)?.txnid;
+        if writer > self.src.meta.txnid {
             return Err(Error::corrupted(format!(
-                "page {pg} written by a future transaction {}",
-                p.txnid()
+                "page {pg} written by a future transaction {writer}"
             )));
         }
         self.mark(pg, 1, name);
         self.report.tree_pages += 1;
+        if let (Kind::Sub(Some(size)), true) = (kind, level == depth) {
+            // A DUPFIXED sub-tree's leaf: packed, of the record's value size.
+            let l = format::PackedLeaf::new(b, pg, Some(size))?;
+            if l.nkeys() == 0 {
+                return Err(Error::corrupted(format!("page {pg} is empty")));
+            }
+            check_order(pg, (0, l.nkeys()), |i| l.key(i), cmp, (lo, hi))?;
+            c.leaf_pages += 1;
+            c.entries += l.nkeys() as u64;
+            return Ok(());
+        }
+        let p = format::Page::new(b, pg)?;
         let n = p.nkeys();
         if n == 0 && !(level == 1 && p.is_leaf()) {
             return Err(Error::corrupted(format!("page {pg} is empty")));
         }
         let first = usize::from(!p.is_leaf());
-        let mut prev: Option<&[u8]> = lo;
-        for i in first..n {
-            let k = p.key(i)?;
-            let Some(cmp) = cmp else {
-                // Order unknown: identical neighbours are out of order in any order.
-                if i > first && p.key(i - 1)? == k {
-                    return Err(Error::corrupted(format!("page {pg}: key {i} repeated")));
-                }
-                continue;
-            };
-            if let Some(pk) = prev {
-                let o = cmp.cmp(pk, k);
-                let bad = if i == first && lo.is_some() {
-                    o == Ordering::Greater
-                } else {
-                    o != Ordering::Less
-                };
-                if bad {
-                    return Err(Error::corrupted(format!("page {pg}: key {i} out of order")));
-                }
-            }
-            if let Some(h) = hi {
-                if cmp.cmp(k, h) != Ordering::Less {
-                    return Err(Error::corrupted(format!(
-                        "page {pg}: key {i} not below its upper bound"
-                    )));
-                }
-            }
-            prev = Some(k);
-        }
+        check_order(pg, (first, n), |i| p.key(i), cmp, (lo, hi))?;
         p.check_hints()?;
         if p.is_leaf() {
             if level != depth {
@@ -236,6 +218,48 @@ impl Walker<'_> {
         }
         Ok(())
     }
+}
+
+/// Checks keys `first..n` of page `pg` (read by `key`): strictly increasing by `cmp`, the
+/// first not below `lo`, all below `hi`; with the order unknown, no two neighbours identical.
+fn check_order<'k>(
+    pg: u64,
+    (first, n): (usize, usize),
+    key: impl Fn(usize) -> Result<&'k [u8]>,
+    cmp: Option<&KeyCmp>,
+    (lo, hi): (Option<&[u8]>, Option<&[u8]>),
+) -> Result<()> {
+    let mut prev: Option<&[u8]> = lo;
+    for i in first..n {
+        let k = key(i)?;
+        let Some(cmp) = cmp else {
+            // Order unknown: identical neighbours are out of order in any order.
+            if i > first && key(i - 1)? == k {
+                return Err(Error::corrupted(format!("page {pg}: key {i} repeated")));
+            }
+            continue;
+        };
+        if let Some(pk) = prev {
+            let o = cmp.cmp(pk, k);
+            let bad = if i == first && lo.is_some() {
+                o == Ordering::Greater
+            } else {
+                o != Ordering::Less
+            };
+            if bad {
+                return Err(Error::corrupted(format!("page {pg}: key {i} out of order")));
+            }
+        }
+        if let Some(h) = hi {
+            if cmp.cmp(k, h) != Ordering::Less {
+                return Err(Error::corrupted(format!(
+                    "page {pg}: key {i} not below its upper bound"
+                )));
+            }
+        }
+        prev = Some(k);
+    }
+    Ok(())
 }
 
 /// The value order a DUP_SORT database is checked with.
@@ -385,7 +409,7 @@ impl Walker<'_> {
                     return Err(bad(format!("sub-tree of {} values", sub.entries)));
                 }
                 if sub.depth == 1 {
-                    let p = format::Page::new(self.src.page(sub.root)?, sub.root)?;
+                    let p = crate::btree::packed::any_leaf(self.src, sub.root, size)?;
                     let mut data = 0;
                     for j in 0..p.nkeys() {
                         data += p.key(j)?.len();

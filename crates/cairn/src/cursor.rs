@@ -3,7 +3,7 @@
 use crate::btree::{dupcursor::DupPos, dups, PageSource};
 use crate::db::{Database, DbFlags, PutFlags};
 use crate::error::{Error, Result};
-use crate::format::{DbRecord, KeyCmp, Page};
+use crate::format::{DbRecord, KeyCmp, Leaf, Page};
 use crate::txn::RwTxn;
 use std::cmp::Ordering;
 use std::ops::Bound;
@@ -19,7 +19,6 @@ pub struct Cursor<'t> {
     pub(crate) cmp: KeyCmp,
     pub(crate) vcmp: KeyCmp,
     pub(crate) pos: DupPos,
-    pub(crate) buf: Vec<u8>,
     /// The main-tree leaf the last step landed in (databases without sorted duplicates), so
     /// that a step inside it reads no page again; used only while the position is in it.
     walk: Option<(u64, Page<'t>)>,
@@ -37,7 +36,6 @@ impl<'t> Cursor<'t> {
             vcmp: dups::DupOrder::of(rec.flags).cmp,
             rec,
             cmp,
-            buf: Vec::new(),
             walk: None,
         }
     }
@@ -173,7 +171,7 @@ pub struct Iter<'t> {
     done: bool,
     /// Per end (front, back): the key being walked and the sub-tree leaf of its values with
     /// the slot reached, so that a step inside the leaf reads no page again (DUP_SORT).
-    leaf: [Option<(&'t [u8], Page<'t>, usize)>; 2],
+    leaf: [Option<(&'t [u8], Leaf<'t>, usize)>; 2],
     /// Per end: the main-tree leaf being walked and the slot reached (databases without
     /// sorted duplicates), so that a step inside the leaf reads no page again.
     main: [Option<(Page<'t>, usize)>; 2],

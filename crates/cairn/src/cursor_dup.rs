@@ -10,7 +10,7 @@ use crate::btree::PageSource;
 use crate::cursor::Cursor;
 use crate::db::DbFlags;
 use crate::error::{Error, Result};
-use crate::format::{DbRecord, KeyCmp, Page};
+use crate::format::{DbRecord, KeyCmp, Leaf};
 
 type Entry<'t> = Option<(&'t [u8], &'t [u8])>;
 
@@ -128,28 +128,24 @@ impl<'t> Cursor<'t> {
         Ok(())
     }
 
-    fn chunk(&mut self) -> Result<Option<(&'t [u8], &[u8])>> {
+    fn chunk(&mut self) -> Result<Option<(&'t [u8], &'t [u8])>> {
         let Some((k, _)) = self.here()? else {
             return Ok(None);
         };
-        let mut buf = std::mem::take(&mut self.buf);
-        let r = self.pos.take_chunk(self.src, &mut buf);
-        self.buf = buf;
-        r?;
-        Ok(Some((k, &self.buf)))
+        Ok(self.pos.take_chunk(self.src)?.map(|vals| (k, vals)))
     }
 
     /// MDB_GET_MULTIPLE: the key and the packed values of the current chunk of its values
-    /// (LMDB's page of duplicates: the inline set or one sub-tree leaf); the cursor then
-    /// stands at the chunk's last value. DUP_FIXED only.
-    pub fn get_multiple(&mut self) -> Result<Option<(&'t [u8], &[u8])>> {
+    /// (LMDB's page of duplicates: the inline set or one packed sub-tree leaf), as they lie in
+    /// the map; the cursor then stands at the chunk's last value. DUP_FIXED only.
+    pub fn get_multiple(&mut self) -> Result<Option<(&'t [u8], &'t [u8])>> {
         self.need_fixed()?;
         self.chunk()
     }
 
     /// MDB_NEXT_MULTIPLE: the next chunk of the current key's values (unpositioned: the first
     /// key's first chunk); None after the key's last chunk.
-    pub fn next_multiple(&mut self) -> Result<Option<(&'t [u8], &[u8])>> {
+    pub fn next_multiple(&mut self) -> Result<Option<(&'t [u8], &'t [u8])>> {
         self.need_fixed()?;
         let moved = if self.pos.is_set() {
             self.pos.next_dup(self.src)?
@@ -164,7 +160,7 @@ impl<'t> Cursor<'t> {
 
     /// MDB_PREV_MULTIPLE: the chunk before the current one, within the current key
     /// (unpositioned: the last key's last chunk).
-    pub fn prev_multiple(&mut self) -> Result<Option<(&'t [u8], &[u8])>> {
+    pub fn prev_multiple(&mut self) -> Result<Option<(&'t [u8], &'t [u8])>> {
         self.need_fixed()?;
         let moved = if self.pos.is_set() {
             self.pos.chunk_start();
@@ -188,7 +184,7 @@ pub struct DupIter<'t> {
     started: (bool, bool),
     /// The sub-tree leaf each end is walking (front, back) and its slot there: a step inside
     /// it reads no page table and checks no page header again.
-    leaf: [Option<(Page<'t>, usize)>; 2],
+    leaf: [Option<(Leaf<'t>, usize)>; 2],
 }
 
 impl<'t> DupIter<'t> {

@@ -1,6 +1,6 @@
 //! Database handles, flags and statistics, and the catalog of named databases.
 
-use crate::btree::{self, cursor::Position, PageSource, PageWriter, MAX_DEPTH};
+use crate::btree::{cursor::Position, PageSource, PageWriter, MAX_DEPTH};
 use crate::env::{DbInfo, EnvInner, WriterState};
 use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, KeyCmp};
@@ -164,6 +164,11 @@ pub(crate) fn free_tree<W: PageWriter + ?Sized>(w: &mut W, rec: &DbRecord) -> Re
     free_tree_level(w, rec, true)
 }
 
+/// Frees every page of one sorted-duplicates sub-tree (packed leaves included).
+pub(crate) fn free_subtree<W: PageWriter + ?Sized>(w: &mut W, sub: &DbRecord) -> Result<()> {
+    free_tree_level(w, sub, false)
+}
+
 fn free_tree_level<W: PageWriter + ?Sized>(w: &mut W, rec: &DbRecord, top: bool) -> Result<()> {
     if rec.root == 0 {
         return Ok(());
@@ -178,7 +183,14 @@ fn free_tree_level<W: PageWriter + ?Sized>(w: &mut W, rec: &DbRecord, top: bool)
         if depth > MAX_DEPTH || pages.len() as u64 > limit {
             return Err(Error::corrupted("tree larger than its record says"));
         }
-        let p = btree::tree_page(w, pg)?;
+        let b = w.page(pg)?;
+        if !top && format::is_packed(b) {
+            // A packed leaf of a DUPFIXED sub-tree: values only, nothing hangs below it.
+            format::PackedLeaf::new(b, pg, Some(usize::from(rec.flags)))?;
+            pages.push(pg);
+            continue;
+        }
+        let p = format::Page::new(b, pg)?;
         for i in 0..p.nkeys() {
             let n = p.node(i)?;
             if p.is_leaf() {

@@ -18,7 +18,7 @@ use std::cmp::Ordering;
 /// File magic: a high byte and CR LF catch text-mode mangling, as PNG's does.
 pub const MAGIC: [u8; 8] = [0x89, b'C', b'A', b'I', b'R', b'N', b'\r', b'\n'];
 /// Data file format version (see docs/design.md, "Version history").
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// Unit of atomic writes assumed of the media; a meta slot is one sector.
 pub const SECTOR: usize = 512;
 /// Number of meta slots at the start of page 0.
@@ -683,6 +683,12 @@ pub fn overflow_value_mut(b: &mut [u8]) -> &mut [u8] {
 mod dupset;
 pub use dupset::{
     dups_node_max, dupset_size, max_dup_key_size, DupSet, DupSetBuilder, DUPSET_HDR, SUBTREE_REC,
+};
+
+// Packed leaves of DUPFIXED sub-trees (kind 5), in `format/packed.rs`.
+mod packed;
+pub use packed::{
+    is_packed, packed_capacity, Leaf, PackedLeaf, PackedLeafMut, KIND_LEAF_FIXED, PACKED_AT,
 };
 
 // ---------------------------------------------------------------------------------------------

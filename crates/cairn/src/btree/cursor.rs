@@ -1,10 +1,12 @@
 //! Cursor positions: a stack of (page, slot) from the root to a leaf. The stack holds page
 //! numbers, not borrowed pages, so it can outlive changes made through a write transaction as
-//! long as it is re-seeked after them (the public cursor does that).
+//! long as it is re-seeked after them (the public cursor does that). A position over the
+//! sub-tree of a DUPFIXED database reads packed leaves ([`Position::set_packed`]); every
+//! other tree's leaves are node pages.
 
-use super::{node_value, tree_page, PageSource, MAX_DEPTH};
+use super::{node_value, packed, tree_page, PageSource, MAX_DEPTH};
 use crate::error::{Error, Result};
-use crate::format::{DbRecord, KeyCmp};
+use crate::format::{DbRecord, KeyCmp, Leaf};
 
 /// Where a cursor stands.
 #[derive(Clone, Debug, Default)]
@@ -12,6 +14,8 @@ pub struct Position {
     stack: Vec<(u64, usize)>,
     /// Depth of the tree walked (from its record): every leaf must lie at exactly this level.
     depth: usize,
+    /// The value size of the packed leaves of the tree walked (None: node leaves).
+    packed: Option<usize>,
 }
 
 impl Position {
@@ -20,7 +24,21 @@ impl Position {
         Position {
             stack: Vec::with_capacity(8),
             depth: 0,
+            packed: None,
         }
+    }
+
+    /// Sets the kind of leaves of the trees walked from now on: packed leaves of `size`-byte
+    /// values (a DUPFIXED sub-tree), or node pages (None).
+    #[inline]
+    pub fn set_packed(&mut self, size: Option<usize>) {
+        self.packed = size;
+    }
+
+    /// The leaf `pgno` (the caller knows it is at the leaf level).
+    #[inline]
+    fn leaf_page<'a, S: PageSource + ?Sized>(&self, src: &'a S, pgno: u64) -> Result<Leaf<'a>> {
+        packed::any_leaf(src, pgno, self.packed)
     }
 
     /// Whether it points at an entry.
@@ -40,32 +58,40 @@ impl Position {
         last: bool,
     ) -> Result<bool> {
         loop {
-            let p = self.level_page(src, pgno)?;
+            let Some(p) = self.level_page(src, pgno)? else {
+                let l = self.leaf_page(src, pgno)?;
+                let n = l.nkeys();
+                if n == 0 {
+                    // Only a root leaf may be empty (the free tree keeps one).
+                    if self.stack.is_empty() {
+                        return Ok(false);
+                    }
+                    return Err(Error::corrupted(format!(
+                        "page {pgno}: empty page inside a tree"
+                    )));
+                }
+                self.stack.push((pgno, if last { n - 1 } else { 0 }));
+                return Ok(true);
+            };
             let n = p.nkeys();
             if n == 0 {
-                // Only a root leaf may be empty (the free tree keeps one).
-                if self.stack.is_empty() && p.is_leaf() {
-                    return Ok(false);
-                }
                 return Err(Error::corrupted(format!(
                     "page {pgno}: empty page inside a tree"
                 )));
             }
             let i = if last { n - 1 } else { 0 };
             self.stack.push((pgno, i));
-            if p.is_leaf() {
-                return Ok(true);
-            }
             pgno = p.child(i)?;
         }
     }
 
-    /// The page `pgno` about to be pushed, checked to be a leaf exactly at the tree's depth.
+    /// The page `pgno` about to be pushed: a branch above the tree's depth, checked to be
+    /// one; None at the depth, where the caller reads the leaf (`leaf_page`).
     fn level_page<'a, S: PageSource + ?Sized>(
         &self,
         src: &'a S,
         pgno: u64,
-    ) -> Result<crate::format::Page<'a>> {
+    ) -> Result<Option<crate::format::Page<'a>>> {
         let level = self.stack.len() + 1;
         if level > self.depth {
             return Err(Error::corrupted(format!(
@@ -73,14 +99,17 @@ impl Position {
                 self.depth
             )));
         }
+        if level == self.depth {
+            return Ok(None);
+        }
         let p = tree_page(src, pgno)?;
-        if p.is_leaf() != (level == self.depth) {
+        if p.is_leaf() {
             return Err(Error::corrupted(format!(
                 "page {pgno} at level {level} of a tree of depth {}",
                 self.depth
             )));
         }
-        Ok(p)
+        Ok(Some(p))
     }
 
     /// Moves to the first entry; false if the tree is empty.
@@ -118,18 +147,21 @@ impl Position {
         }
         let mut pgno = rec.root;
         loop {
-            let p = self.level_page(src, pgno)?;
-            if p.is_leaf() {
-                let (i, exact) = p.lower_bound(key, cmp, 0)?;
+            let Some(p) = self.level_page(src, pgno)? else {
+                let l = self.leaf_page(src, pgno)?;
+                let (i, exact) = match l {
+                    Leaf::Nodes(p) => p.lower_bound(key, cmp, 0)?,
+                    Leaf::Packed(p) => p.lower_bound(key, cmp),
+                };
                 self.stack.push((pgno, i));
-                if i >= p.nkeys() {
+                if i >= l.nkeys() {
                     // Past this leaf's last key: the answer is the next leaf's first entry.
-                    self.stack.last_mut().expect("pushed").1 = p.nkeys().saturating_sub(1);
+                    self.stack.last_mut().expect("pushed").1 = l.nkeys().saturating_sub(1);
                     let more = self.next(src)?;
                     return Ok((more, false));
                 }
                 return Ok((true, exact));
-            }
+            };
             let i = p.child_index(key, cmp)?;
             self.stack.push((pgno, i));
             pgno = p.child(i)?;
@@ -149,7 +181,7 @@ impl Position {
     fn step<S: PageSource + ?Sized>(&mut self, src: &S, fwd: bool) -> Result<bool> {
         // Fast path: within the leaf.
         if let Some(&(pgno, i)) = self.stack.last() {
-            let p = tree_page(src, pgno)?;
+            let p = self.leaf_page(src, pgno)?;
             if fwd && i + 1 < p.nkeys() {
                 self.stack.last_mut().expect("nonempty").1 = i + 1;
                 return Ok(true);
@@ -191,12 +223,17 @@ impl Position {
         let Some(&(pgno, i)) = self.stack.last() else {
             return Ok(None);
         };
-        let p = tree_page(src, pgno)?;
-        if i >= p.nkeys() {
-            return Ok(None);
+        match self.leaf_page(src, pgno)? {
+            Leaf::Nodes(p) => {
+                if i >= p.nkeys() {
+                    return Ok(None);
+                }
+                let n = p.node(i)?;
+                Ok(Some((n.key, node_value(src, &n)?)))
+            }
+            Leaf::Packed(p) if i < p.nkeys() => Ok(Some((p.key(i)?, &[]))),
+            Leaf::Packed(_) => Ok(None),
         }
-        let n = p.node(i)?;
-        Ok(Some((n.key, node_value(src, &n)?)))
     }
 
     /// Steps forward (or backward) and returns the key there, reading the leaf once when the
@@ -209,7 +246,7 @@ impl Position {
         fwd: bool,
     ) -> Result<Option<&'a [u8]>> {
         if let Some(&(pgno, i)) = self.stack.last() {
-            let p = tree_page(src, pgno)?;
+            let p = self.leaf_page(src, pgno)?;
             let j = if fwd && i + 1 < p.nkeys() {
                 Some(i + 1)
             } else if !fwd && i > 0 && i <= p.nkeys() {

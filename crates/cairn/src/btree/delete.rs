@@ -106,8 +106,29 @@ fn remove_at<W: PageWriter + ?Sized>(
     rebalance(w, rec, cmp, path, pg, merge, removed)
 }
 
-/// Restores the fill invariants from `pg` upward.
-fn rebalance<W: PageWriter + ?Sized>(
+/// Removes child `idx` from the dirty branch `parent` (the child was freed).
+pub(crate) fn unlink_child<W: PageWriter + ?Sized>(
+    w: &mut W,
+    parent: u64,
+    idx: usize,
+    hint: bool,
+) -> Result<()> {
+    if idx > 0 {
+        PageMut::new(w.page_mut(parent)?).remove(idx);
+        return Ok(());
+    }
+    // Slot 0 of a branch carries no key: the next child takes its place.
+    let mut nodes = page_nodes(&tree_page(w, parent)?)?;
+    nodes.remove(0);
+    if let Some(first) = nodes.first_mut() {
+        first.key = Vec::new();
+    }
+    build_page(w.page_mut(parent)?, KIND_BRANCH, hint, &nodes)
+}
+
+/// Restores the fill invariants from `pg` upward (the leaf level of a packed sub-tree is
+/// `btree/packed.rs`'s, which hands its parent over).
+pub(crate) fn rebalance<W: PageWriter + ?Sized>(
     w: &mut W,
     rec: &mut DbRecord,
     cmp: &KeyCmp,
@@ -155,6 +176,10 @@ fn rebalance<W: PageWriter + ?Sized>(
                 count_page(rec, KIND_BRANCH, -1);
                 rec.root = child;
                 rec.depth -= 1;
+                if rec.depth == 1 {
+                    // A non-empty leaf (possibly packed) is a valid root as it is.
+                    return Ok(());
+                }
                 pg = child;
                 continue;
             }
@@ -166,17 +191,7 @@ fn rebalance<W: PageWriter + ?Sized>(
             // The parent is dirty: it is on the path.
             w.free(pg, 1)?;
             count_page(rec, kind, -1);
-            if idx > 0 {
-                PageMut::new(w.page_mut(parent)?).remove(idx);
-            } else {
-                // Slot 0 of a branch carries no key: the next child takes its place.
-                let mut nodes = page_nodes(&tree_page(w, parent)?)?;
-                nodes.remove(0);
-                if let Some(first) = nodes.first_mut() {
-                    first.key = Vec::new();
-                }
-                build_page(w.page_mut(parent)?, KIND_BRANCH, hint, &nodes)?;
-            }
+            unlink_child(w, parent, idx, hint)?;
             path.pop();
             pg = parent;
             continue;

@@ -10,7 +10,7 @@ use super::cursor::Position;
 use super::dups::{form, is_dupsort, DupOrder, Form};
 use super::{node_value, tree_page, PageSource};
 use crate::error::{Error, Result};
-use crate::format::{DbRecord, DupSet, KeyCmp, NF_DUPS, NF_SUBTREE};
+use crate::format::{DbRecord, DupSet, KeyCmp, Leaf, NF_DUPS, NF_SUBTREE};
 use std::cmp::Ordering;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,6 +78,9 @@ impl DupPos {
         } else if n.flags & NF_SUBTREE != 0 {
             if let Form::Tree(r) = form(src, &n, self.fixed)? {
                 self.sub_rec = r;
+                // A DUPFIXED sub-tree's leaves are packed, of the record's value size.
+                self.sub
+                    .set_packed(self.fixed.then_some(super::packed::value_size(&r)));
                 let ok = if last {
                     self.sub.last(src, &r)?
                 } else {
@@ -230,14 +233,17 @@ impl DupPos {
     pub fn sub_leaf<'a, S: PageSource + ?Sized>(
         &self,
         src: &'a S,
-    ) -> Result<Option<(crate::format::Page<'a>, usize)>> {
+    ) -> Result<Option<(Leaf<'a>, usize)>> {
         if self.at != At::Tree {
             return Ok(None);
         }
         let Some((pg, i)) = self.sub.leaf() else {
             return Ok(None);
         };
-        Ok(Some((tree_page(src, pg)?, i)))
+        let size = self
+            .fixed
+            .then_some(super::packed::value_size(&self.sub_rec));
+        Ok(Some((super::packed::any_leaf(src, pg, size)?, i)))
     }
 
     /// The main-tree leaf under the cursor and the slot in it, in a database without sorted
@@ -385,44 +391,40 @@ impl DupPos {
         }
     }
 
-    /// Copies every value of the current chunk (the inline set, or the sub-tree leaf: LMDB's
-    /// "page of duplicates") into `out`, packed, and stands at the chunk's last value.
-    pub fn take_chunk<S: PageSource + ?Sized>(
+    /// The values of the current chunk, packed as they lie in the map (the inline set, or the
+    /// packed sub-tree leaf: LMDB's "page of duplicates"; no copy), and stands at the chunk's
+    /// last value. A DUPFIXED database's; None if unpositioned.
+    pub fn take_chunk<'a, S: PageSource + ?Sized>(
         &mut self,
-        src: &S,
-        out: &mut Vec<u8>,
-    ) -> Result<bool> {
-        out.clear();
-        self.chunk_start();
+        src: &'a S,
+    ) -> Result<Option<&'a [u8]>> {
         let Some((pg, i)) = self.main.leaf() else {
-            return Ok(false);
+            return Ok(None);
         };
-        match self.at {
-            At::One => {
-                let p = tree_page(src, pg)?;
-                out.extend_from_slice(node_value(src, &p.node(i)?)?);
+        let out = match self.at {
+            _ if !self.fixed => {
+                return Err(Error::Invalid(
+                    "the *_MULTIPLE operations need a DUP_FIXED database".into(),
+                ))
             }
-            At::Inline { idx, n } => {
+            At::One => node_value(src, &tree_page(src, pg)?.node(i)?)?,
+            At::Inline { n, .. } => {
                 let p = tree_page(src, pg)?;
                 let s = DupSet::new(p.node(i)?.val, self.fixed)?;
-                for j in idx..n {
-                    out.extend_from_slice(s.get(j)?);
-                }
                 self.at = At::Inline { idx: n - 1, n };
+                s.packed_from(0)
             }
             At::Tree => {
-                let (spg, si) = self
-                    .sub
-                    .leaf()
-                    .ok_or_else(|| Error::corrupted("sub cursor"))?;
-                let p = tree_page(src, spg)?;
-                for j in si..p.nkeys() {
-                    out.extend_from_slice(p.key(j)?);
-                }
+                let Some((Leaf::Packed(p), _)) = self.sub_leaf(src)? else {
+                    return Err(Error::corrupted(
+                        "a DUPFIXED sub-tree without packed leaves",
+                    ));
+                };
                 self.sub.set_leaf_slot(p.nkeys().saturating_sub(1));
+                p.values_from(0)
             }
-        }
-        Ok(true)
+        };
+        Ok(Some(out))
     }
 
     /// Moves to the first value of the current chunk (see [`DupPos::take_chunk`]).

@@ -18,7 +18,9 @@
 //! Writes reuse one caller-owned scratch buffer for the sets they build: no allocation per
 //! operation once it has grown.
 
-use super::{delete, insert, node_value, search, tree_page, PageSource, PageWriter, MAX_DEPTH};
+use super::{
+    delete, insert, node_value, packed, search, tree_page, PageSource, PageWriter, MAX_DEPTH,
+};
 use crate::db::DbFlags;
 use crate::error::{Error, Result};
 use crate::format::{
@@ -110,7 +112,13 @@ pub fn edge_key<'a, S: PageSource + ?Sized>(
 ) -> Result<&'a [u8]> {
     let mut pg = rec.root;
     for _ in 0..MAX_DEPTH {
-        let p = tree_page(src, pg)?;
+        let b = src.page(pg)?;
+        if format::is_packed(b) {
+            // A DUPFIXED sub-tree's leaf (its size is checked by the sub-tree's readers).
+            let l = format::PackedLeaf::new(b, pg, None)?;
+            return l.key(if last { l.nkeys().wrapping_sub(1) } else { 0 });
+        }
+        let p = format::Page::new(b, pg)?;
         let n = p.nkeys();
         if n == 0 {
             return Err(Error::corrupted(format!(
@@ -249,6 +257,9 @@ fn build_subtree<W: PageWriter + ?Sized>(
     ord: &DupOrder,
 ) -> Result<DbRecord> {
     let set = DupSet::new(set, ord.fixed)?;
+    if ord.fixed {
+        return packed::build(w, &set, &ord.cmp);
+    }
     let mut sub = DbRecord {
         flags: if ord.fixed {
             set.fixed_size() as u16
@@ -416,7 +427,11 @@ pub fn put_ordered<W: PageWriter + ?Sized>(
             } else {
                 Mode::NoOverwrite
             };
-            let out = insert::put(w, &mut sub, &ord.cmp, val, Some(&[]), 0, mode);
+            let out = if ord.fixed {
+                packed::put(w, &mut sub, &ord.cmp, val, f.append_dup)
+            } else {
+                insert::put(w, &mut sub, &ord.cmp, val, Some(&[]), 0, mode)
+            };
             // The descent copied the sub-tree's path even when nothing was added: the
             // record must follow its new root in every case.
             add_pages(rec, &before, &sub);
@@ -461,7 +476,7 @@ fn drop_subtree<W: PageWriter + ?Sized>(
     rec: &mut DbRecord,
     sub: &DbRecord,
 ) -> Result<()> {
-    crate::db::free_tree(w, sub)?;
+    crate::db::free_subtree(w, sub)?;
     add_pages(rec, sub, &DbRecord::default());
     Ok(())
 }
@@ -485,7 +500,8 @@ fn shrink<W: PageWriter + ?Sized>(
         return Ok(());
     }
     if sub.depth == 1 {
-        let p = tree_page(w, sub.root)?;
+        let size = ord.fixed.then_some(packed::value_size(&sub));
+        let p = packed::any_leaf(w, sub.root, size)?;
         let nk = p.nkeys();
         let mut data = 0;
         for j in 0..nk {
@@ -570,7 +586,12 @@ pub fn delete_pair_ordered<W: PageWriter + ?Sized>(
         }
         Form::Tree(mut sub) => {
             let before = sub;
-            if !delete::delete(w, &mut sub, &ord.cmp, val)? {
+            let gone = if ord.fixed {
+                packed::delete(w, &mut sub, &ord.cmp, val)?
+            } else {
+                delete::delete(w, &mut sub, &ord.cmp, val)?
+            };
+            if !gone {
                 return Ok(false);
             }
             add_pages(rec, &before, &sub);

@@ -321,7 +321,7 @@ fn next_slot(
     clippy::too_many_arguments,
     reason = "one call site; the state is the descent's"
 )]
-fn split<W: PageWriter + ?Sized>(
+pub(crate) fn split<W: PageWriter + ?Sized>(
     w: &mut W,
     rec: &mut DbRecord,
     cmp: &KeyCmp,

@@ -14,6 +14,7 @@ pub mod delete;
 pub mod dupcursor;
 pub mod dups;
 pub mod insert;
+pub mod packed;
 pub mod search;
 
 use crate::error::{Error, Result};
@@ -117,6 +118,28 @@ pub(crate) fn touch_descend<'w, W: PageWriter + ?Sized>(
     path: &mut Path,
 ) -> Result<(u64, format::Page<'w>)> {
     let depth = usize::from(rec.depth);
+    let pg = touch_branches(w, rec, cmp, key, append, path)?;
+    let p = tree_page(w, pg)?;
+    if !p.is_leaf() {
+        return Err(Error::corrupted(format!(
+            "page {pg}: a branch at the leaf level of a tree of depth {depth}"
+        )));
+    }
+    Ok((pg, p))
+}
+
+/// The branch part of [`touch_descend`]: makes the root and every branch down to the leaf
+/// level writable and returns the (dirty) leaf's page number, unread, for trees whose leaves
+/// are not node pages (packed leaves, `btree/packed.rs`).
+pub(crate) fn touch_branches<W: PageWriter + ?Sized>(
+    w: &mut W,
+    rec: &mut DbRecord,
+    cmp: &KeyCmp,
+    key: &[u8],
+    append: bool,
+    path: &mut Path,
+) -> Result<u64> {
+    let depth = usize::from(rec.depth);
     if rec.root == 0 || depth == 0 || depth > MAX_DEPTH {
         return Err(Error::corrupted(format!(
             "tree of depth {depth}, root {}",
@@ -142,13 +165,7 @@ pub(crate) fn touch_descend<'w, W: PageWriter + ?Sized>(
         }
         pg = nc;
     }
-    let p = tree_page(w, pg)?;
-    if !p.is_leaf() {
-        return Err(Error::corrupted(format!(
-            "page {pg}: a branch at the leaf level of a tree of depth {depth}"
-        )));
-    }
-    Ok((pg, p))
+    Ok(pg)
 }
 
 /// A tree-page view of `pgno`.
