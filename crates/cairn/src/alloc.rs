@@ -206,25 +206,22 @@ impl FreeState {
     /// free tree, so the change persists as one overwrite instead of a delete and an insert.
     pub fn alloc(&mut self, n: u64) -> Option<u64> {
         let start = if n == 1 {
-            *self.reusable.iter().next()?
+            *self.reusable.first()?
         } else {
             *self.reusable.iter().find(|s| self.runs[s].len >= n)?
         };
-        let r = self.runs[&start];
+        let cur = self.runs.get_mut(&start).expect("indexed runs exist");
+        let r = *cur;
         if r.len > n {
-            self.set(
-                start,
-                Some(Run {
-                    len: r.len - n,
-                    birth: 0,
-                    freed: 0,
-                }),
-            );
-            Some(start + r.len - n)
-        } else {
-            self.set(start, None);
-            Some(start)
+            // Shrunk in place (what `set` would do, without a second search).
+            cur.len -= n;
+            self.reusable_pages -= n;
+            self.undo.push((start, Some(r)));
+            self.dirty.push(start);
+            return Some(start + r.len - n);
         }
+        self.set(start, None);
+        Some(start)
     }
 
     /// Adds pages no snapshot can see, merging with reusable neighbours.
@@ -252,10 +249,15 @@ impl FreeState {
         );
     }
 
-    /// Adds pages born by `birth` and freed by the transaction `freed`.
-    pub fn add_pending(&mut self, start: u64, len: u64, birth: u64, freed: u64) {
-        // Extend a run of the same interval that ends right here.
-        if let Some((&ps, &pr)) = self.runs.range(..start).next_back() {
+    /// Adds pages born by `birth` and freed by the transaction `freed`; false (and nothing
+    /// changed) when some of them are free already.
+    pub fn add_pending(&mut self, start: u64, len: u64, birth: u64, freed: u64) -> bool {
+        // One search answers both questions: the last run starting before the end of the
+        // new one either overlaps it or is its predecessor.
+        if let Some((&ps, &pr)) = self.runs.range(..start + len).next_back() {
+            if ps + pr.len > start {
+                return false;
+            }
             if pr.freed == freed && pr.birth == birth && ps + pr.len == start {
                 self.set(
                     ps,
@@ -264,10 +266,11 @@ impl FreeState {
                         ..pr
                     }),
                 );
-                return;
+                return true;
             }
         }
         self.set(start, Some(Run { len, birth, freed }));
+        true
     }
 
     /// Makes reusable every pending run that no pinned snapshot (sorted ascending) can see.
@@ -319,11 +322,12 @@ impl FreeState {
                 // Becoming reusable in place is neither persisted nor undone: the free tree
                 // keeps the run as pending (birth, freed), which every load re-examines against
                 // the pins of its time, and an abort has no reason to pin the run again.
-                let old = self.runs[&s];
+                let cur = self.runs.get_mut(&s).expect("listed runs exist");
+                let old = *cur;
+                cur.freed = 0;
+                let now = *cur;
                 self.unindex(s, &old);
-                let now = Run { freed: 0, ..old };
                 self.index(s, &now);
-                self.runs.insert(s, now);
             }
         }
     }
@@ -406,6 +410,9 @@ mod tests {
         f.release(&[]);
         assert_eq!(f.get(5).unwrap().freed, 0);
         assert!(f.overlaps(5, 1) && !f.overlaps(6, 2));
+        // Pages already free are refused, whole.
+        assert!(!f.add_pending(4, 2, 1, 11) && !f.add_pending(7, 2, 1, 11));
+        assert!(f.add_pending(6, 2, 1, 11));
         assert_eq!(f.trim_tail(9), 8);
     }
 

@@ -1118,13 +1118,12 @@ impl<'env> RwTxn<'env> {
             if result.is_err() {
                 break;
             }
-            if free.overlaps(start, len) {
+            if !free.add_pending(start, len, birth, txnid) {
                 result = Err(Error::corrupted(format!(
                     "pages {start}+{len} freed while free (referenced twice?)"
                 )));
                 break;
             }
-            free.add_pending(start, len, birth, txnid);
             i = j;
         }
         // The buffer is kept for the next frees.
