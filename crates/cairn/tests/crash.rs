@@ -1,6 +1,7 @@
 //! Simulated power losses through the fault-injecting storage. Each case runs random
-//! transactions (small and overflow values, deletes, several databases, one of them DUP_SORT
-//! with keys growing into sub-trees and shrinking back), then cuts the power
+//! transactions (small and overflow values, deletes, several databases, two of them DUP_SORT
+//! with keys growing into sub-trees and shrinking back: one of variable-size values, one
+//! DUP_FIXED of 8-byte values, whose sub-trees have packed leaves), then cuts the power
 //! at a random moment: between commits, in the middle of a commit's writes, or after the writes
 //! but before the flush returned. Every unsynced write is dropped, kept or torn per 512-byte
 //! sector. The reopened database must pass the checker and hold exactly the acknowledged
@@ -13,8 +14,9 @@ use cairn::{DbFlags, Durability, Env, PutFlags};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// Databases main, "side" and "dups"; the DUP_SORT one holds each pair as key 0 value.
-type Model = [BTreeMap<Vec<u8>, Vec<u8>>; 3];
+/// Databases main, "side", "dups" and "fixed"; the DUP_SORT ones hold each pair as
+/// key 0 value.
+type Model = [BTreeMap<Vec<u8>, Vec<u8>>; 4];
 
 fn pair(k: &[u8], v: &[u8]) -> Vec<u8> {
     [k, b"\0", v].concat()
@@ -38,25 +40,31 @@ fn read_all(env: &Env) -> Model {
             out[1].insert(k.to_vec(), v.to_vec());
         }
     }
-    if let Ok(db) = r.open_db(Some("dups")) {
-        for (k, v) in r.iter(db).unwrap().map(Result::unwrap) {
-            out[2].insert(pair(k, v), Vec::new());
+    for (i, name) in [(2, "dups"), (3, "fixed")] {
+        if let Ok(db) = r.open_db(Some(name)) {
+            for (k, v) in r.iter(db).unwrap().map(Result::unwrap) {
+                out[i].insert(pair(k, v), Vec::new());
+            }
         }
     }
     out
 }
 
-/// One change to the DUP_SORT database: a pair added or deleted, a key's values deleted, or a
-/// burst of values that makes a key's set an inline set or a sub-tree.
+/// One change to a DUP_SORT database: a pair added or deleted, a key's values deleted, or a
+/// burst of values that makes a key's set an inline set or a sub-tree. `fixed`: 8-byte
+/// values (a DUP_FIXED database), else 5 to 54 bytes.
 fn dup_op(
     rng: &mut SimRng,
     w: &mut cairn::RwTxn<'_>,
-    db: cairn::Database,
+    (db, fixed): (cairn::Database, bool),
     m: &mut BTreeMap<Vec<u8>, Vec<u8>>,
 ) {
     let k = format!("dkey{:02}", rng.below(20)).into_bytes();
     let val = |rng: &mut SimRng| {
         let n = rng.below(2000);
+        if fixed {
+            return (n * 7919).to_be_bytes().to_vec();
+        }
         let mut v = format!("{n:05}").into_bytes();
         v.resize(5 + (n % 50) as usize, b'.');
         v
@@ -111,12 +119,25 @@ fn run_case(seed: u64, mode: Durability, crash: CrashMode) {
         let dups = w
             .create_db(Some("dups"), DbFlags::CREATE | DbFlags::DUP_SORT)
             .unwrap();
+        let fixed = w
+            .create_db(
+                Some("fixed"),
+                DbFlags::CREATE | DbFlags::DUP_SORT | DbFlags::DUP_FIXED,
+            )
+            .unwrap();
         let dbs = [env.main_db(), side];
         let mut next = model.clone();
         for _ in 0..1 + rng.below(60) {
-            if rng.below(3) == 0 {
-                dup_op(&mut rng, &mut w, dups, &mut next[2]);
-                continue;
+            match rng.below(6) {
+                0 => {
+                    dup_op(&mut rng, &mut w, (dups, false), &mut next[2]);
+                    continue;
+                }
+                1 => {
+                    dup_op(&mut rng, &mut w, (fixed, true), &mut next[3]);
+                    continue;
+                }
+                _ => {}
             }
             let d = rng.below(2) as usize;
             let k = format!("key{:04}", rng.below(300)).into_bytes();

@@ -1,5 +1,6 @@
-//! Sorted duplicates (DUP_SORT), model-based: random operation sequences over three DUP_SORT
-//! databases (bytewise values; DUP_FIXED | INTEGER_DUP u64 values; REVERSE_DUP values), with
+//! Sorted duplicates (DUP_SORT), model-based: random operation sequences over four DUP_SORT
+//! databases (bytewise values; DUP_FIXED | INTEGER_DUP u64 values; REVERSE_DUP values;
+//! DUP_FIXED | INTEGER_DUP u32 values: the two DUP_FIXED ones with packed sub-tree leaves), with
 //! commits, aborts, nested transactions and reopen, compared with a
 //! `BTreeMap<key, BTreeSet<value>>` after every step; the checker runs after every commit. Then
 //! directed tests: one key growing to 100,000 values and shrinking back, the MULTIPLE
@@ -19,6 +20,7 @@ enum Order {
     Bytes,
     Int,
     Reverse,
+    Int4,
 }
 
 impl Order {
@@ -27,6 +29,9 @@ impl Order {
             Order::Bytes => v.to_vec(),
             Order::Reverse => v.iter().rev().copied().collect(),
             Order::Int => u64::from_ne_bytes(v.try_into().unwrap())
+                .to_be_bytes()
+                .to_vec(),
+            Order::Int4 => u32::from_ne_bytes(v.try_into().unwrap())
                 .to_be_bytes()
                 .to_vec(),
         }
@@ -38,11 +43,16 @@ impl Order {
             Order::Int => u64::from_be_bytes(sk.try_into().unwrap())
                 .to_ne_bytes()
                 .to_vec(),
+            Order::Int4 => u32::from_be_bytes(sk.try_into().unwrap())
+                .to_ne_bytes()
+                .to_vec(),
         }
     }
 }
 
-const ORDERS: [Order; 3] = [Order::Bytes, Order::Int, Order::Reverse];
+const ORDERS: [Order; 4] = [Order::Bytes, Order::Int, Order::Reverse, Order::Int4];
+/// The DUP_FIXED databases (packed sub-tree leaves) and their value sizes.
+const FIXED: [(usize, usize); 2] = [(1, 8), (3, 4)];
 
 type Set = BTreeMap<Vec<u8>, BTreeSet<Vec<u8>>>;
 type KeyRange<'k> = (std::ops::Bound<&'k [u8]>, std::ops::Bound<&'k [u8]>);
@@ -55,7 +65,7 @@ enum Op {
     DelKey(usize, Vec<u8>),
     Grow(usize, Vec<u8>, u32, u32),
     Shrink(usize, Vec<u8>, u32),
-    Multiple(Vec<u8>, u32, u32),
+    Multiple(usize, Vec<u8>, u32, u32),
     Commit,
     Abort,
     Nested(Vec<(usize, Vec<u8>, u32, bool)>, bool),
@@ -76,6 +86,7 @@ fn value(d: usize, n: u32) -> Vec<u8> {
             .wrapping_mul(0x9E37_79B9_7F4A_7C15)
             .to_ne_bytes()
             .to_vec(),
+        Order::Int4 => n.wrapping_mul(0x9E37_79B9).to_ne_bytes().to_vec(),
         _ => {
             let len = match n % 17 {
                 0 => 300 + (n % 5) as usize * 200,
@@ -92,16 +103,17 @@ fn value(d: usize, n: u32) -> Vec<u8> {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        30 => (0usize..3, key(), 0u32..400, 0u8..4).prop_map(|(d, k, v, f)| Op::Put(d, k, v, f)),
-        10 => (0usize..3, key(), 0u32..400).prop_map(|(d, k, v)| Op::DelPair(d, k, v)),
-        3 => (0usize..3, key()).prop_map(|(d, k)| Op::DelKey(d, k)),
-        2 => (0usize..3, key(), 0u32..5000, 1u32..700).prop_map(|(d, k, s, n)| Op::Grow(d, k, s, n)),
-        3 => (0usize..3, key(), 1u32..8).prop_map(|(d, k, m)| Op::Shrink(d, k, m)),
-        2 => (key(), 0u32..5000, 1u32..300).prop_map(|(k, s, n)| Op::Multiple(k, s, n)),
+        30 => (0usize..4, key(), 0u32..400, 0u8..4).prop_map(|(d, k, v, f)| Op::Put(d, k, v, f)),
+        10 => (0usize..4, key(), 0u32..400).prop_map(|(d, k, v)| Op::DelPair(d, k, v)),
+        3 => (0usize..4, key()).prop_map(|(d, k)| Op::DelKey(d, k)),
+        2 => (0usize..4, key(), 0u32..5000, 1u32..700).prop_map(|(d, k, s, n)| Op::Grow(d, k, s, n)),
+        3 => (0usize..4, key(), 1u32..8).prop_map(|(d, k, m)| Op::Shrink(d, k, m)),
+        2 => (0usize..2, key(), 0u32..5000, 1u32..1200)
+            .prop_map(|(f, k, s, n)| Op::Multiple(FIXED[f].0, k, s, n)),
         4 => Just(Op::Commit),
         1 => Just(Op::Abort),
         2 => (
-            proptest::collection::vec((0usize..3, key(), 0u32..400, any::<bool>()), 0..20),
+            proptest::collection::vec((0usize..4, key(), 0u32..400, any::<bool>()), 0..20),
             any::<bool>()
         )
             .prop_map(|(v, c)| Op::Nested(v, c)),
@@ -118,6 +130,8 @@ fn open(dir: &std::path::Path) -> (Env, Vec<Database>) {
         w.create_db(Some("int"), c | DbFlags::DUP_FIXED | DbFlags::INTEGER_DUP)
             .unwrap(),
         w.create_db(Some("reverse"), c | DbFlags::REVERSE_DUP)
+            .unwrap(),
+        w.create_db(Some("int4"), c | DbFlags::DUP_FIXED | DbFlags::INTEGER_DUP)
             .unwrap(),
     ];
     w.commit().unwrap();
@@ -184,6 +198,30 @@ fn check_key(c: &mut Cursor<'_>, d: usize, k: &[u8], vs: &BTreeSet<Vec<u8>>) {
     }
 }
 
+/// GET_MULTIPLE / NEXT_MULTIPLE / PREV_MULTIPLE at key `k` of a DUP_FIXED database hand out
+/// its values `vals` (of `size` bytes) in chunks that concatenate to them, forwards and
+/// backwards; each chunk is at most a packed leaf.
+fn check_multiple(c: &mut Cursor<'_>, k: &[u8], vals: &[Vec<u8>], size: usize) {
+    let all = vals.concat();
+    let cap = (4096 - format::PAGE_FIELDS) / size;
+    assert!(c.set(k).unwrap().is_some());
+    let mut chunks = vec![c.get_multiple().unwrap().unwrap().1.to_vec()];
+    while let Some((kk, v)) = c.next_multiple().unwrap() {
+        assert_eq!(kk, k);
+        chunks.push(v.to_vec());
+    }
+    assert!(chunks
+        .iter()
+        .all(|ch| ch.len() <= cap * size && ch.len() % size == 0));
+    assert!(chunks.concat() == all, "next_multiple chunks");
+    let mut back = vec![chunks.last().unwrap().clone()];
+    while let Some((_, v)) = c.prev_multiple().unwrap() {
+        back.push(v.to_vec());
+    }
+    back.reverse();
+    assert!(back.concat() == all, "prev_multiple chunks");
+}
+
 fn verify_txn(r: &cairn::RoTxn<'_>, dbs: &[Database], model: &Model) {
     for (d, (db, m)) in dbs.iter().zip(model).enumerate() {
         let want = pairs(d, m);
@@ -238,6 +276,9 @@ fn verify_txn(r: &cairn::RoTxn<'_>, dbs: &[Database], model: &Model) {
                 "db {d}: iter_dup rev differs"
             );
             check_key(&mut c, d, k, vs);
+            if let Some(&(_, size)) = FIXED.iter().find(|f| f.0 == d) {
+                check_multiple(&mut r.cursor(*db).unwrap(), k, &wantv, size);
+            }
         }
         // Key ranges cover every value of the keys in them, both directions.
         if let Some(mid) = m.keys().nth(m.len() / 2) {
@@ -294,7 +335,7 @@ fn verify(env: &Env, dbs: &[Database], model: &Model) {
 
 fn run(ops: Vec<Op>) {
     let dir = tempfile::tempdir().unwrap();
-    let mut committed: Model = vec![Set::new(); 3];
+    let mut committed: Model = vec![Set::new(); ORDERS.len()];
     let mut ops = ops.into_iter();
     loop {
         let (env, dbs) = open(dir.path());
@@ -405,19 +446,20 @@ fn session(
                     }
                 }
             }
-            Op::Multiple(k, s, n) => {
+            Op::Multiple(d, k, s, n) => {
                 let mut buf = Vec::new();
                 let mut added = 0;
-                let set = pending[1].entry(k.clone()).or_default();
+                let set = pending[d].entry(k.clone()).or_default();
                 for i in 0..n {
-                    let v = value(1, s + i);
-                    if set.insert(ORDERS[1].sort_key(&v)) {
+                    let v = value(d, s + i);
+                    if set.insert(ORDERS[d].sort_key(&v)) {
                         added += 1;
                     }
                     buf.extend_from_slice(&v);
                 }
+                let size = if d == 1 { 8 } else { 4 };
                 let got = txn
-                    .put_multiple(dbs[1], &k, &buf, 8, PutFlags::empty())
+                    .put_multiple(dbs[d], &k, &buf, size, PutFlags::empty())
                     .unwrap();
                 assert_eq!(got, added);
             }
@@ -534,6 +576,157 @@ fn one_key_grows_and_shrinks() {
     let st = r.stat(db).unwrap();
     assert_eq!((st.entries, st.leaf_pages, st.branch_pages), (3, 1, 0));
     assert_eq!(r.get(db, b"b").unwrap(), Some(&all[0][..]));
+}
+
+/// A DUP_FIXED | INTEGER_DUP key grows to 100,000 values put in random order (4- or 8-byte
+/// values: packed sub-tree leaves, several levels of branches) and shrinks back to one value,
+/// deleting in random order; at every milestone the values, their order, the GET_MULTIPLE
+/// chunks, the page counts and the checker are verified.
+fn fixed_key_grows_and_shrinks(size: usize) {
+    let (_dir, env, db) = dup_env(DbFlags::DUP_FIXED | DbFlags::INTEGER_DUP);
+    let order = if size == 4 { Order::Int4 } else { Order::Int };
+    // Distinct values in a scrambled order (an odd multiplier permutes the integers).
+    let val = |i: u32| -> Vec<u8> {
+        let x = i.wrapping_mul(2_654_435_761);
+        if size == 4 {
+            x.to_ne_bytes().to_vec()
+        } else {
+            (u64::from(x) << 7 | 0x55).to_ne_bytes().to_vec()
+        }
+    };
+    let mut w = env.write_txn().unwrap();
+    for k in [&b"a"[..], b"c"] {
+        w.put(db, k, &val(7), PutFlags::empty()).unwrap();
+    }
+    w.commit().unwrap();
+    let verify = |model: &BTreeSet<Vec<u8>>, what: &str| {
+        let r = env.read_txn().unwrap();
+        let want: Vec<Vec<u8>> = model.iter().map(|sk| order.value(sk)).collect();
+        assert_eq!(r.count(db, b"b").unwrap(), want.len() as u64, "{what}");
+        let got: Vec<Vec<u8>> = r
+            .iter_dup(db, b"b")
+            .unwrap()
+            .map(|v| v.unwrap().to_vec())
+            .collect();
+        assert!(got == want, "{what}: values");
+        let back: Vec<Vec<u8>> = r
+            .iter_dup(db, b"b")
+            .unwrap()
+            .rev()
+            .map(|v| v.unwrap().to_vec())
+            .collect();
+        assert!(back.iter().rev().eq(want.iter()), "{what}: reverse");
+        if !want.is_empty() {
+            check_multiple(&mut r.cursor(db).unwrap(), b"b", &want, size);
+            let mut c = r.cursor(db).unwrap();
+            let mid = &want[want.len() / 2];
+            assert_eq!(c.get_both(b"b", mid).unwrap().map(|e| e.1), Some(&mid[..]));
+        }
+        let st = r.stat(db).unwrap();
+        assert_eq!(st.entries, want.len() as u64 + 2, "{what}");
+        let rep = r.check().unwrap();
+        assert!(rep.is_ok(), "{what}: {:?}", rep.problems);
+        (st.leaf_pages, (want.len() * size) as u64)
+    };
+    let mut model = BTreeSet::new();
+    let milestones = [1u32, 2, 10, 300, 1000, 5000, 30_000, 100_000];
+    let mut have = 0;
+    for &m in &milestones {
+        let mut w = env.write_txn().unwrap();
+        for i in have..m {
+            let v = val(i);
+            w.put(db, b"b", &v, PutFlags::NO_DUP_DATA).unwrap();
+            model.insert(order.sort_key(&v));
+        }
+        have = m;
+        w.commit().unwrap();
+        let (leaves, data) = verify(&model, &format!("grown to {m}"));
+        // Random order fills leaves about 70%: packed, 100,000 values of 8 bytes take about
+        // 280 leaves; as nodes with headers and slots they would take about 770.
+        assert!(
+            leaves * 4096 <= data * 16 / 10 + 2 * 4096,
+            "{m}: {leaves} leaf pages for {data} bytes of values"
+        );
+    }
+    let mut peak = verify(&model, "peak").0;
+    // Shrink in a different scrambled order, through the same milestones.
+    let mut left: Vec<u32> = (0..have).collect();
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    for i in (1..left.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        left.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    for &m in milestones.iter().rev().skip(1) {
+        let mut w = env.write_txn().unwrap();
+        while left.len() > m as usize {
+            let v = val(left.pop().unwrap());
+            assert!(w.delete_pair(db, b"b", &v).unwrap());
+            model.remove(&order.sort_key(&v));
+        }
+        w.commit().unwrap();
+        let (leaves, _) = verify(&model, &format!("shrunk to {m}"));
+        assert!(leaves <= peak, "{m}: {leaves} leaf pages, {peak} before");
+        peak = leaves;
+    }
+    let r = env.read_txn().unwrap();
+    let st = r.stat(db).unwrap();
+    assert_eq!((st.entries, st.leaf_pages, st.branch_pages), (3, 1, 0));
+}
+
+#[test]
+fn fixed_key_grows_and_shrinks_u32() {
+    fixed_key_grows_and_shrinks(4);
+}
+
+#[test]
+fn fixed_key_grows_and_shrinks_u64() {
+    fixed_key_grows_and_shrinks(8);
+}
+
+/// Packed leaves, measured: 100,000 8-byte values under one key, loaded in order (one
+/// transaction) or with APPEND_DUP, take at most 1.15 x 800 KB of leaf pages (packed: 198
+/// leaves of 507 values; with a node header and a slot per value they would take 538).
+#[test]
+fn fixed_values_are_stored_packed() {
+    for flags in [PutFlags::empty(), PutFlags::APPEND_DUP] {
+        let (_dir, env, db) = dup_env(DbFlags::DUP_FIXED);
+        let mut w = env.write_txn().unwrap();
+        for i in 0..100_000u64 {
+            w.put(db, b"k", &i.to_be_bytes(), flags).unwrap();
+        }
+        w.commit().unwrap();
+        let r = env.read_txn().unwrap();
+        let st = r.stat(db).unwrap();
+        assert_eq!(st.entries, 100_000);
+        assert!(
+            st.leaf_pages * st.page_size as u64 <= 800_000 * 115 / 100,
+            "{flags:?}: {} leaf pages",
+            st.leaf_pages
+        );
+        // The main tree's leaf, and the sub-tree's leaves all full but the last.
+        assert_eq!(
+            st.leaf_pages,
+            1 + 100_000u64.div_ceil(507),
+            "{flags:?}: full leaves"
+        );
+        // GET_MULTIPLE hands out each leaf whole.
+        let mut c = r.cursor(db).unwrap();
+        c.set(b"k").unwrap();
+        let (_, first) = c.get_multiple().unwrap().unwrap();
+        assert_eq!(first.len(), 507 * 8);
+        assert!(r.check().unwrap().is_ok());
+        // Emptying the key frees every sub-tree page.
+        drop(r);
+        let mut w = env.write_txn().unwrap();
+        assert!(w.delete(db, b"k").unwrap());
+        w.commit().unwrap();
+        let r = env.read_txn().unwrap();
+        let st = r.stat(db).unwrap();
+        assert_eq!((st.entries, st.leaf_pages, st.branch_pages), (0, 0, 0));
+        assert!(r.check().unwrap().is_ok());
+    }
 }
 
 /// GET_MULTIPLE / NEXT_MULTIPLE / PREV_MULTIPLE over inline sets and sub-tree leaves.
@@ -666,10 +859,15 @@ fn errors_and_limits() {
 }
 
 /// Compaction keeps every pair; clearing a database frees its sub-trees (the checker finds
-/// every page either used or free).
+/// every page either used or free). Variable-size values, and DUP_FIXED (packed leaves).
 #[test]
 fn compact_copy_and_drop() {
-    let (dir, env, db) = dup_env(DbFlags::empty());
+    compact_copy_and_drop_with(DbFlags::empty());
+    compact_copy_and_drop_with(DbFlags::DUP_FIXED);
+}
+
+fn compact_copy_and_drop_with(flags: DbFlags) {
+    let (dir, env, db) = dup_env(flags);
     let mut w = env.write_txn().unwrap();
     let mut want = Vec::new();
     for k in 0..50u32 {

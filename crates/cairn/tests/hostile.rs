@@ -656,7 +656,13 @@ fn small(n: u32, big: u32, touch: Touch) -> Vec<u8> {
     }
     w.commit().unwrap();
     drop(env);
-    let mut img = std::fs::read(dir.path().join("data.cairn")).unwrap();
+    newest_only(dir.path())
+}
+
+/// The data file in `dir` with every commit record but the newest erased: a crafted file has
+/// no commit to fall back to.
+fn newest_only(dir: &Path) -> Vec<u8> {
+    let mut img = std::fs::read(dir.join("data.cairn")).unwrap();
     let (slot, _) = newest(&img);
     for s in (0..3).filter(|&s| s != slot) {
         img[s * SECTOR..(s + 1) * SECTOR].fill(0);
@@ -1150,4 +1156,188 @@ fn a_page_referenced_twice_is_not_freed_twice() {
         let r = env.read_txn().unwrap();
         assert_eq!(r.get(main, b"k00000").unwrap().map(<[u8]>::to_vec), before);
     });
+}
+
+/// A DUP_SORT | DUP_FIXED database "fixed" whose key "k" holds 2,000 8-byte values (a sub-tree
+/// of packed leaves under a branch), then a commit that changes only another database; the
+/// older commit records are erased (see [`small`]). Returns the image and its packed leaves.
+fn packed_file() -> (Vec<u8>, Vec<u64>) {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::options().max_dbs(4).open(dir.path()).unwrap();
+    let mut w = env.write_txn().unwrap();
+    let fixed = w
+        .create_db(
+            Some("fixed"),
+            DbFlags::CREATE | DbFlags::DUP_SORT | DbFlags::DUP_FIXED,
+        )
+        .unwrap();
+    let other = w.create_db(Some("other"), DbFlags::CREATE).unwrap();
+    for i in 0..2000u64 {
+        w.put(fixed, b"k", &(i * 3).to_be_bytes(), PutFlags::empty())
+            .unwrap();
+    }
+    w.put(fixed, b"j", &1u64.to_be_bytes(), PutFlags::empty())
+        .unwrap();
+    w.put(other, b"o", b"1", PutFlags::empty()).unwrap();
+    w.commit().unwrap();
+    let mut w = env.write_txn().unwrap();
+    w.put(other, b"o", b"2", PutFlags::empty()).unwrap();
+    w.commit().unwrap();
+    drop(env);
+    let img = newest_only(dir.path());
+    let (_, m) = newest(&img);
+    let leaves: Vec<u64> = (1..m.npages)
+        .filter(|&pg| page_of(&img, pg)[H_KIND] == format::KIND_LEAF_FIXED)
+        .collect();
+    assert!(leaves.len() >= 4, "{} packed leaves", leaves.len());
+    (img, leaves)
+}
+
+/// Opens `img` through the file system, reads database "fixed" every way (bounded: a hostile
+/// tree may loop), then runs the checker; the first error, if any.
+fn read_fixed(label: &str, img: Vec<u8>) -> Result<(), Error> {
+    guarded(label, move || {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("data.cairn"), &img).unwrap();
+        let env = Env::options().max_dbs(8).open(dir.path())?;
+        let r = env.read_txn()?;
+        let db = r.open_db(Some("fixed"))?;
+        let bound = r.stat(db)?.entries as usize + 1;
+        let mut first: Option<Error> = None;
+        let mut note = |res: Result<(), Error>| {
+            if let Err(e) = res {
+                first.get_or_insert(e);
+            }
+        };
+        note(
+            r.iter(db)
+                .and_then(|it| it.take(bound).try_for_each(|e| e.map(|_| ()))),
+        );
+        note(
+            r.iter(db)
+                .and_then(|it| it.rev().take(bound).try_for_each(|e| e.map(|_| ()))),
+        );
+        for k in [&b"j"[..], b"k"] {
+            note(r.count(db, k).map(|_| ()));
+            note(
+                r.iter_dup(db, k)
+                    .and_then(|it| it.take(bound).try_for_each(|e| e.map(|_| ()))),
+            );
+            note(
+                r.iter_dup(db, k)
+                    .and_then(|it| it.rev().take(bound).try_for_each(|e| e.map(|_| ()))),
+            );
+            note((|| {
+                let mut c = r.cursor(db)?;
+                c.set(k)?;
+                c.get_multiple()?;
+                for _ in 0..bound {
+                    if c.next_multiple()?.is_none() {
+                        break;
+                    }
+                }
+                for v in [0u64, 3, 1500, 5997, 6000] {
+                    c.get_both(k, &v.to_be_bytes())?;
+                    c.get_both_range(k, &v.to_be_bytes())?;
+                }
+                Ok(())
+            })());
+        }
+        let rep = r.check()?;
+        if !rep.is_ok() {
+            return Err(Error::Corrupted {
+                what: rep.problems.join("; "),
+            });
+        }
+        first.map_or(Ok(()), Err)
+    })
+}
+
+fn fixed_must_fail(label: &str, img: Vec<u8>) {
+    match read_fixed(label, img) {
+        Ok(()) => panic!("{label}: damage went unnoticed"),
+        Err(e) => assert!(support::is_file_error(&e), "{label}: {e:?}"),
+    }
+}
+
+/// Packed leaves (kind 5) that lie: a value size that is not the sub-tree record's (or zero),
+/// a count whose values overflow the page or that leaves the leaf empty, values out of order,
+/// nonzero flags; a packed leaf where a node leaf belongs. Reads give `Corrupted` (or data the
+/// checker then rejects), never a panic; with a bad header, each write into the sub-tree fails
+/// cleanly.
+#[test]
+fn hostile_packed_leaves() {
+    let (img0, leaves) = packed_file();
+    read_fixed("pristine packed", img0.clone()).expect("the pristine file reads");
+    // (label, edit, whether the header itself lies: every access to the leaf fails)
+    let cases: [(&str, PageEdit, bool); 7] = [
+        (
+            "value size 4 under a record of 8",
+            |b| b[H_UPPER..H_UPPER + 4].copy_from_slice(&4u32.to_le_bytes()),
+            true,
+        ),
+        ("value size 0", |b| b[H_UPPER..H_UPPER + 4].fill(0), true),
+        (
+            "value size 2^32 - 1",
+            |b| b[H_UPPER..H_UPPER + 4].fill(0xff),
+            true,
+        ),
+        (
+            "count past the page",
+            |b| b[H_NKEYS..H_NKEYS + 2].copy_from_slice(&600u16.to_le_bytes()),
+            true,
+        ),
+        ("count 0", |b| b[H_NKEYS..H_NKEYS + 2].fill(0), false),
+        (
+            "values out of order",
+            |b| {
+                let (a, c) = (format::PACKED_AT, format::PACKED_AT + 8);
+                let first: [u8; 8] = b[a..a + 8].try_into().unwrap();
+                b.copy_within(c..c + 8, a);
+                b[c..c + 8].copy_from_slice(&first);
+            },
+            false,
+        ),
+        ("page flags", |b| b[H_FLAGS] = 1, true),
+    ];
+    for (label, edit, header) in cases {
+        let mut img = img0.clone();
+        for &pg in &leaves {
+            craft(&mut img, pg, edit);
+        }
+        fixed_must_fail(label, img.clone());
+        if header {
+            writes_fail(label, &img, |w| {
+                let db = w.open_db(Some("fixed"))?;
+                w.put(db, b"k", &5u64.to_be_bytes(), PutFlags::empty())
+            });
+            writes_fail(label, &img, |w| {
+                let db = w.open_db(Some("fixed"))?;
+                w.delete_pair(db, b"k", &6u64.to_be_bytes()).map(|_| ())
+            });
+            writes_fail(label, &img, |w| {
+                let db = w.open_db(Some("fixed"))?;
+                w.delete(db, b"k").map(|_| ())
+            });
+        }
+    }
+    // A packed leaf where a node leaf belongs: the database's own (main-tree) leaf.
+    let mut img = img0.clone();
+    let (_, m) = newest(&img);
+    let cat = Page::new(page_of(&img, m.catalog.root), m.catalog.root).unwrap();
+    let rec = (0..cat.nkeys())
+        .find_map(|i| {
+            let n = cat.node(i).unwrap();
+            (n.key == b"fixed").then(|| DbRecord::decode(n.val).unwrap())
+        })
+        .unwrap();
+    assert_eq!(rec.depth, 1);
+    craft(&mut img, rec.root, |b| {
+        b[H_KIND] = format::KIND_LEAF_FIXED;
+        b[H_FLAGS] = 0;
+        b[H_UPPER..H_UPPER + 4].copy_from_slice(&8u32.to_le_bytes());
+        b[H_NKEYS..H_NKEYS + 2].copy_from_slice(&1u16.to_le_bytes());
+        b[H_PLEN..H_PLEN + 8].fill(0);
+    });
+    fixed_must_fail("packed leaf in the main tree", img);
 }

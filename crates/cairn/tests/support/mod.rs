@@ -360,6 +360,20 @@ pub fn decode_pages(data: &[u8]) {
                 }
             }
         }
+        // Packed leaves (DUPFIXED sub-trees), alone and against a record's value size.
+        for size in [None, Some(4), Some(8)] {
+            if let Ok(l) = f::PackedLeaf::new(b, 1, size) {
+                for i in [0, l.nkeys().saturating_sub(1), l.nkeys(), usize::MAX] {
+                    let _ = l.key(i);
+                    let _ = l.values_from(i);
+                }
+                for key in [&b""[..], &7u64.to_le_bytes(), &data[..data.len().min(8)]] {
+                    for cmp in [KeyCmp::Bytes, KeyCmp::Reverse, KeyCmp::Integer] {
+                        let _ = l.lower_bound(key, &cmp);
+                    }
+                }
+            }
+        }
     }
 }
 
