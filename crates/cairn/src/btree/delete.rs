@@ -2,10 +2,10 @@
 //! sibling when the two fit in one page, up to the root, which collapses when it has one child.
 
 use super::{
-    build_page, build_page_in, count_page, hinted, page_nodes, search, touch_descend, tree_page,
+    build_page, build_page_in, count_page, hinted, page_nodes, search, touch_path, tree_page,
     PageWriter, Path,
 };
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::format::{self, DbRecord, KeyCmp, NodeIn, PageMut, KIND_BRANCH, KIND_LEAF};
 
 /// The nodes of a page, borrowed from its image.
@@ -37,21 +37,16 @@ pub fn delete_with<W: PageWriter + ?Sized>(
 ) -> Result<bool> {
     // A read-only descent first, so that deleting an absent key touches nothing. When it ends
     // in a dirty leaf, the whole path is dirty (a page is made writable only below a writable
-    // parent) and serves as it is; else the path is made writable.
+    // parent) and serves as it is; else the path it recorded is made writable.
     let mut path = Path::default();
     let Some((pg, _, i, true)) = search::find_leaf_path(w, rec, cmp, key, Some(&mut path))? else {
         return Ok(false);
     };
-    if w.is_dirty(pg) {
-        remove_at(w, rec, cmp, path, pg, i, merge)?;
-        return Ok(true);
-    }
-    path.clear();
-    let (pg, p) = touch_descend(w, rec, cmp, key, false, &mut path)?;
-    let (i, exact) = p.lower_bound(key, cmp, 0)?;
-    if !exact {
-        return Err(Error::corrupted("key vanished between search and delete"));
-    }
+    let pg = if w.is_dirty(pg) {
+        pg
+    } else {
+        touch_path(w, rec, &mut path, pg)?
+    };
     remove_at(w, rec, cmp, path, pg, i, merge)?;
     Ok(true)
 }

@@ -102,6 +102,62 @@ impl Path {
         self.len = 0;
         self.spill.clear();
     }
+
+    /// Level `k` (< len), from the root.
+    fn at(&self, k: usize) -> (u64, usize) {
+        if k < PATH_INLINE {
+            self.inline[k]
+        } else {
+            self.spill[k - PATH_INLINE]
+        }
+    }
+
+    fn set_page(&mut self, k: usize, pg: u64) {
+        if k < PATH_INLINE {
+            self.inline[k].0 = pg;
+        } else {
+            self.spill[k - PATH_INLINE].0 = pg;
+        }
+    }
+}
+
+/// Makes writable the pages a read-only search went through (`find_leaf_path`): `path` holds
+/// each branch from the root down with the child slot taken there, `leaf` the page it ended
+/// on. Top-down, each page is made writable, its parent pointed at the copy and its entry in
+/// `path` renamed; returns the leaf's writable page number. No search is repeated: a copy
+/// keeps its page's content, so the slots stay right.
+pub(crate) fn touch_path<W: PageWriter + ?Sized>(
+    w: &mut W,
+    rec: &mut DbRecord,
+    path: &mut Path,
+    leaf: u64,
+) -> Result<u64> {
+    let first = if path.len == 0 { leaf } else { path.at(0).0 };
+    if first != rec.root {
+        return Err(Error::corrupted(
+            "search path does not start at the root (internal)",
+        ));
+    }
+    let mut parent: Option<(u64, usize)> = None;
+    for k in 0..=path.len {
+        let old = if k < path.len { path.at(k).0 } else { leaf };
+        let new = w.touch(old)?;
+        match parent {
+            None => rec.root = new,
+            Some((pp, slot)) if new != old => {
+                format::PageMut::new(w.page_mut(pp)?)
+                    .value_area_mut(slot)?
+                    .copy_from_slice(&new.to_le_bytes());
+            }
+            Some(_) => {}
+        }
+        if k == path.len {
+            return Ok(new);
+        }
+        path.set_page(k, new);
+        parent = Some((new, path.at(k).1));
+    }
+    unreachable!("the loop returns at the leaf")
 }
 
 /// The copy-on-write descent of every change: makes each page from the root to the leaf where
