@@ -98,11 +98,6 @@ impl Path {
         }
     }
 
-    pub(crate) fn clear(&mut self) {
-        self.len = 0;
-        self.spill.clear();
-    }
-
     /// Level `k` (< len), from the root.
     fn at(&self, k: usize) -> (u64, usize) {
         if k < PATH_INLINE {

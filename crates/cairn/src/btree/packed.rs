@@ -13,8 +13,8 @@
 //!   at its end keeps the left leaf full and starts the right one with the new value.
 
 use super::{
-    build_page, count_page, delete, hinted, insert, touch_branches, tree_page, OwnedNode,
-    PageSource, PageWriter, Path, MAX_DEPTH,
+    build_page, count_page, delete, hinted, insert, touch_branches, touch_path, tree_page,
+    OwnedNode, PageSource, PageWriter, Path, MAX_DEPTH,
 };
 use crate::error::{Error, Result};
 use crate::format::{
@@ -227,21 +227,17 @@ pub fn delete<W: PageWriter + ?Sized>(
     if val.len() != size {
         return Ok(false);
     }
-    // A read-only search first; a dirty leaf has a dirty path (see `delete::delete_with`).
+    // A read-only search first; a dirty leaf has a dirty path, else the path it recorded is
+    // made writable (see `delete::delete_with`).
     let mut path = Path::default();
     let (pg, i, exact) = find(w, sub, cmp, val, Some(&mut path))?;
     if !exact {
         return Ok(false);
     }
-    let (pg, i) = if w.is_dirty(pg) {
-        (pg, i)
+    let pg = if w.is_dirty(pg) {
+        pg
     } else {
-        path.clear();
-        let pg = touch_branches(w, sub, cmp, val, false, &mut path)?;
-        match leaf(w, pg, size)?.lower_bound(val, cmp) {
-            (i, true) => (pg, i),
-            _ => return Err(Error::corrupted("value vanished between search and delete")),
-        }
+        touch_path(w, sub, &mut path, pg)?
     };
     PackedLeafMut::new(w.page_mut(pg)?).remove(i);
     sub.entries = sub.entries.saturating_sub(1);
