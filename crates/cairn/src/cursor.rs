@@ -223,14 +223,16 @@ impl<'t> Iter<'t> {
     /// A step of end `side` inside the sub-tree leaf it walks, if the step stays there.
     #[inline]
     fn leaf_step(&mut self, side: usize) -> Result<Entry<'t>> {
-        let Some((k, p, i)) = self.leaf[side] else {
+        // The slot moves in place: the leaf view is not copied out and back each step.
+        let Some((k, p, i)) = &mut self.leaf[side] else {
             return Ok(None);
         };
-        let j = if side == 0 { i + 1 } else { i.wrapping_sub(1) };
+        let (k, p) = (*k, *p);
+        let j = if side == 0 { *i + 1 } else { i.wrapping_sub(1) };
         if j >= p.nkeys() {
             return Ok(None);
         }
-        self.leaf[side] = Some((k, p, j));
+        *i = j;
         let pos = if side == 0 {
             &mut self.front
         } else {

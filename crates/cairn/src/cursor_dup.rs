@@ -222,14 +222,14 @@ impl<'t> DupIter<'t> {
             (&mut self.back, &mut self.started.1)
         };
         let v = if *started {
-            if let Some((p, i)) = self.leaf[side] {
-                let j = if fwd { i + 1 } else { i.wrapping_sub(1) };
+            if let Some((p, i)) = &mut self.leaf[side] {
+                let j = if fwd { *i + 1 } else { i.wrapping_sub(1) };
                 if j < p.nkeys() {
-                    self.leaf[side] = Some((p, j));
+                    *i = j;
                     self.left -= 1;
                     return Ok(Some(p.key(j)?));
                 }
-                pos.set_sub_slot(i);
+                pos.set_sub_slot(*i);
             }
             pos.step_dup_value(self.src, fwd)?
         } else {
