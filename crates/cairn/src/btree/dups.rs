@@ -114,8 +114,8 @@ pub fn edge_key<'a, S: PageSource + ?Sized>(
     for _ in 0..MAX_DEPTH {
         let b = src.page(pg)?;
         if format::is_packed(b) {
-            // A DUPFIXED sub-tree's leaf (its size is checked by the sub-tree's readers).
-            let l = format::PackedLeaf::new(b, pg, None)?;
+            // A DUPFIXED sub-tree's leaf, of the record's value size.
+            let l = format::PackedLeaf::new(b, pg, Some(usize::from(rec.flags)))?;
             return l.key(if last { l.nkeys().wrapping_sub(1) } else { 0 });
         }
         let p = format::Page::new(b, pg)?;
