@@ -729,6 +729,62 @@ fn fixed_values_are_stored_packed() {
     }
 }
 
+/// The write cursor over a DUP_FIXED sub-tree (packed leaves): it walks the values, deletes
+/// every other one under it, puts new ones through itself, and GET_BOTH finds them.
+#[test]
+fn cursor_mut_on_packed_subtree() {
+    let (_dir, env, db) = dup_env(DbFlags::DUP_FIXED);
+    let v = |i: u64| (i * 2).to_be_bytes().to_vec();
+    let mut w = env.write_txn().unwrap();
+    for i in 0..3000 {
+        w.put(db, b"k", &v(i), PutFlags::empty()).unwrap();
+    }
+    w.put(db, b"z", &v(1), PutFlags::empty()).unwrap();
+    let mut model: BTreeSet<Vec<u8>> = (0..3000).map(v).collect();
+    {
+        let mut c = w.cursor_mut(db).unwrap();
+        let mut at = c.set(b"k").unwrap();
+        let mut i = 0u64;
+        while let Some((k, val)) = at {
+            assert_eq!((k.as_slice(), &val), (&b"k"[..], &v(i)));
+            if i % 2 == 1 {
+                c.del_current().unwrap();
+                model.remove(&val);
+                // As in LMDB, the step after a delete lands on the value that followed.
+            }
+            at = c.next_dup().unwrap();
+            i += 1;
+        }
+        assert_eq!(i, 3000);
+        for i in 3000..3300 {
+            c.put(b"k", &v(i), PutFlags::empty()).unwrap();
+            model.insert(v(i));
+        }
+        assert_eq!(
+            c.get_both(b"k", &v(3150)).unwrap(),
+            Some((b"k".to_vec(), v(3150)))
+        );
+        assert_eq!(c.count().unwrap(), model.len() as u64);
+        assert_eq!(c.get_both(b"k", &v(1)).unwrap(), None);
+    }
+    let got: Vec<Vec<u8>> = w
+        .iter_dup(db, b"k")
+        .unwrap()
+        .map(|x| x.unwrap().to_vec())
+        .collect();
+    assert!(got.iter().eq(model.iter()));
+    w.commit().unwrap();
+    let r = env.read_txn().unwrap();
+    let rep = r.check().unwrap();
+    assert!(rep.is_ok(), "{:?}", rep.problems);
+    check_multiple(
+        &mut r.cursor(db).unwrap(),
+        b"k",
+        &model.iter().cloned().collect::<Vec<_>>(),
+        8,
+    );
+}
+
 /// GET_MULTIPLE / NEXT_MULTIPLE / PREV_MULTIPLE over inline sets and sub-tree leaves.
 #[test]
 fn multiple_ops() {
