@@ -112,7 +112,9 @@ pub fn put<W: PageWriter + ?Sized>(
     }
     let mut path = Path::default();
     let pg = touch_branches(w, sub, cmp, val, append, &mut path)?;
-    let l = leaf(w, pg, size)?;
+    // The leaf is dirty now: one lookup for reading and changing it.
+    let b = w.page_mut(pg)?;
+    let l = PackedLeaf::new(b, pg, Some(size))?;
     let (i, exact) = if append {
         let n = l.nkeys();
         if n > 0 && cmp.cmp(l.key(n - 1)?, val) != Ordering::Less {
@@ -126,7 +128,7 @@ pub fn put<W: PageWriter + ?Sized>(
         return Ok(Outcome::Exists);
     }
     sub.entries += 1;
-    if !PackedLeafMut::new(w.page_mut(pg)?).insert(i, val)? {
+    if !PackedLeafMut::new(b).insert(i, val)? {
         split(w, sub, cmp, path, (pg, i), val, append)?;
     }
     Ok(Outcome::Inserted)
