@@ -117,7 +117,9 @@ impl Suite {
             Suite::DbBench => "LMDB db_bench set (16-byte `%016d` keys, 100-byte values)",
             Suite::Redb => "redb benchmark phases (24-byte random keys, 150-byte random values)",
             Suite::Crud => "ioarena CRUD transaction (16-byte keys, 32-byte values)",
-            Suite::Dups => "sorted duplicates: N pairs over 1,000 keys (16-byte keys and values)",
+            Suite::Dups => {
+                "sorted duplicates: N pairs over 1,000 keys (16-byte keys and values; DUPFIXED rows: 8-byte integer values)"
+            }
             Suite::Mp => {
                 "multi-process: one database, 2 reader processes, then a writer process and 2 \
                  readers (db_bench keys and values)"

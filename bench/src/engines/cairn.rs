@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::Result;
 use cairn::{Database, DbFlags, Durability, Env, PutFlags};
 
-use super::{disk_usage, Engine, ReadTxn, Visit, VisitPair, WriteKind, WriteTxn};
+use super::{disk_usage, Dups, Engine, ReadTxn, Visit, VisitPair, WriteKind, WriteTxn};
 
 pub struct Cairn {
     env: Env,
@@ -13,8 +13,9 @@ pub struct Cairn {
 }
 
 impl Cairn {
-    /// `dups`: the main database keeps sorted duplicates (DbFlags::DUP_SORT).
-    pub fn open(dir: &Path, lazy: bool, dups: bool) -> Result<Cairn> {
+    /// `dups`: the main database's value layout (DbFlags::DUP_SORT, with DUP_FIXED and
+    /// INTEGER_DUP for `Dups::Fixed`).
+    pub fn open(dir: &Path, lazy: bool, dups: Dups) -> Result<Cairn> {
         let durability = if lazy {
             Durability::Lazy
         } else {
@@ -22,9 +23,14 @@ impl Cairn {
         };
         let env = Env::options().durability(durability).open(dir)?;
         let db = env.main_db();
-        if dups {
+        let flags = match dups {
+            Dups::No => None,
+            Dups::Sorted => Some(DbFlags::DUP_SORT),
+            Dups::Fixed => Some(DbFlags::DUP_SORT | DbFlags::DUP_FIXED | DbFlags::INTEGER_DUP),
+        };
+        if let Some(f) = flags {
             let mut w = env.write_txn()?;
-            w.create_db(None, DbFlags::DUP_SORT | DbFlags::CREATE)?;
+            w.create_db(None, f | DbFlags::CREATE)?;
             w.commit()?;
         }
         Ok(Cairn { env, db })
@@ -116,6 +122,21 @@ impl ReadTxn for Reader<'_, '_> {
         for v in self.txn.iter_dup(self.db, key)? {
             f(v?);
             n += 1;
+        }
+        Ok(n)
+    }
+
+    fn dup_chunks(&self, key: &[u8], f: Visit<'_>) -> Result<u64> {
+        let mut c = self.txn.cursor(self.db)?;
+        if c.set(key)?.is_none() {
+            return Ok(0);
+        }
+        let mut n = 0;
+        let mut chunk = c.get_multiple()?;
+        while let Some((_, vals)) = chunk {
+            f(vals);
+            n += 1;
+            chunk = c.next_multiple()?;
         }
         Ok(n)
     }

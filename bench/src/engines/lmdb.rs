@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 use libc::{c_int, c_uint, c_void};
 use lmdb_master_sys as ffi;
 
-use super::{c_path, disk_usage, Engine, ReadTxn, Visit, VisitPair, WriteKind, WriteTxn};
+use super::{c_path, disk_usage, Dups, Engine, ReadTxn, Visit, VisitPair, WriteKind, WriteTxn};
 
 const MAP_SIZE: usize = 64 << 30;
 
@@ -67,8 +67,9 @@ pub fn version() -> String {
 }
 
 impl Lmdb {
-    /// `dups`: the main database is opened with MDB_DUPSORT.
-    pub fn open(dir: &Path, mode: Mode, dups: bool) -> Result<Lmdb> {
+    /// `dups`: the main database's value layout (MDB_DUPSORT, with MDB_DUPFIXED and
+    /// MDB_INTEGERDUP for `Dups::Fixed`).
+    pub fn open(dir: &Path, mode: Mode, dups: Dups) -> Result<Lmdb> {
         let flags: c_uint = match mode {
             Mode::Durable => 0,
             Mode::NoSync => ffi::MDB_NOSYNC | ffi::MDB_NOMETASYNC,
@@ -84,7 +85,11 @@ impl Lmdb {
             check(ffi::mdb_env_open(env, path.as_ptr(), flags, 0o644))?;
             let mut txn = ptr::null_mut();
             check(ffi::mdb_txn_begin(env, ptr::null_mut(), 0, &mut txn))?;
-            let dbflags = if dups { ffi::MDB_DUPSORT } else { 0 };
+            let dbflags = match dups {
+                Dups::No => 0,
+                Dups::Sorted => ffi::MDB_DUPSORT,
+                Dups::Fixed => ffi::MDB_DUPSORT | ffi::MDB_DUPFIXED | ffi::MDB_INTEGERDUP,
+            };
             let rc = ffi::mdb_dbi_open(txn, ptr::null(), dbflags, &mut this.dbi);
             if rc != 0 {
                 ffi::mdb_txn_abort(txn);
@@ -232,6 +237,38 @@ impl ReadTxn for Txn {
             u64::MAX,
             &mut |_, v| f(v),
         )
+    }
+
+    fn dup_chunks(&self, key: &[u8], f: Visit<'_>) -> Result<u64> {
+        let mut cur = ptr::null_mut();
+        // SAFETY: the cursor is used inside its txn and closed before returning; the values
+        // point into the map for the txn's life.
+        unsafe {
+            check(ffi::mdb_cursor_open(self.txn, self.dbi, &mut cur))?;
+            let mut k = val(key);
+            let mut v = val(&[]);
+            // MDB_SET, then MDB_GET_MULTIPLE and MDB_NEXT_MULTIPLE to the key's last value.
+            let mut op = ffi::MDB_SET;
+            let mut n = 0;
+            let result = loop {
+                let rc = ffi::mdb_cursor_get(cur, &mut k, &mut v, op);
+                if rc == ffi::MDB_NOTFOUND {
+                    break Ok(n);
+                }
+                if let Err(e) = check(rc) {
+                    break Err(e);
+                }
+                if op == ffi::MDB_SET {
+                    op = ffi::MDB_GET_MULTIPLE;
+                    continue;
+                }
+                f(slice(&v));
+                n += 1;
+                op = ffi::MDB_NEXT_MULTIPLE;
+            };
+            ffi::mdb_cursor_close(cur);
+            result
+        }
     }
 }
 

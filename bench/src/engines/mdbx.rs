@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 use libc::{c_int, c_void};
 use mdbx_sys as ffi;
 
-use super::{c_path, disk_usage, Engine, ReadTxn, Visit, VisitPair, WriteKind, WriteTxn};
+use super::{c_path, disk_usage, Dups, Engine, ReadTxn, Visit, VisitPair, WriteKind, WriteTxn};
 
 const MAP_UPPER: isize = 64 << 30;
 
@@ -69,8 +69,9 @@ pub fn version() -> String {
 }
 
 impl Mdbx {
-    /// `dups`: the main database is opened with MDBX_DUPSORT.
-    pub fn open(dir: &Path, mode: Mode, dups: bool) -> Result<Mdbx> {
+    /// `dups`: the main database's value layout (MDBX_DUPSORT, with MDBX_DUPFIXED and
+    /// MDBX_INTEGERDUP for `Dups::Fixed`).
+    pub fn open(dir: &Path, mode: Mode, dups: Dups) -> Result<Mdbx> {
         let flags = match mode {
             Mode::Durable => ffi::MDBX_SYNC_DURABLE,
             Mode::SafeNoSync => ffi::MDBX_SAFE_NOSYNC,
@@ -101,10 +102,12 @@ impl Mdbx {
                 &mut txn,
                 ptr::null_mut(),
             ))?;
-            let dbflags = if dups {
-                ffi::MDBX_DUPSORT | ffi::MDBX_CREATE
-            } else {
-                ffi::MDBX_DB_DEFAULTS
+            let dbflags = match dups {
+                Dups::No => ffi::MDBX_DB_DEFAULTS,
+                Dups::Sorted => ffi::MDBX_DUPSORT | ffi::MDBX_CREATE,
+                Dups::Fixed => {
+                    ffi::MDBX_DUPSORT | ffi::MDBX_DUPFIXED | ffi::MDBX_INTEGERDUP | ffi::MDBX_CREATE
+                }
             };
             let rc = ffi::mdbx_dbi_open(txn, ptr::null(), dbflags as _, &mut this.dbi);
             if rc != 0 {
@@ -253,6 +256,38 @@ impl ReadTxn for Txn {
             u64::MAX,
             &mut |_, v| f(v),
         )
+    }
+
+    fn dup_chunks(&self, key: &[u8], f: Visit<'_>) -> Result<u64> {
+        let mut cur = ptr::null_mut();
+        // SAFETY: the cursor is used inside its txn and closed before returning; the values
+        // point into the map for the txn's life.
+        unsafe {
+            check(ffi::mdbx_cursor_open(self.txn, self.dbi, &mut cur))?;
+            let mut k = val(key);
+            let mut v = val(&[]);
+            // MDBX_SET, then MDBX_GET_MULTIPLE and MDBX_NEXT_MULTIPLE to the key's last value.
+            let mut op = ffi::MDBX_SET;
+            let mut n = 0;
+            let result = loop {
+                let rc = ffi::mdbx_cursor_get(cur, &mut k, &mut v, op);
+                if rc == ffi::MDBX_NOTFOUND {
+                    break Ok(n);
+                }
+                if let Err(e) = check(rc) {
+                    break Err(e);
+                }
+                if op == ffi::MDBX_SET {
+                    op = ffi::MDBX_GET_MULTIPLE;
+                    continue;
+                }
+                f(slice(&v));
+                n += 1;
+                op = ffi::MDBX_NEXT_MULTIPLE;
+            };
+            ffi::mdbx_cursor_close(cur);
+            result
+        }
     }
 }
 

@@ -77,6 +77,24 @@ pub trait ReadTxn {
     fn dup_values(&self, _key: &[u8], _f: Visit<'_>) -> Result<u64> {
         bail!("this engine has no sorted duplicates")
     }
+    /// Fixed-size sorted duplicates (a database opened by [`open_dupfixed`]): visits the
+    /// values of `key` as the engine hands them out in bulk (LMDB's GET_MULTIPLE, then
+    /// NEXT_MULTIPLE: runs of packed values); returns how many runs.
+    fn dup_chunks(&self, _key: &[u8], _f: Visit<'_>) -> Result<u64> {
+        bail!("this engine has no fixed-size sorted duplicates")
+    }
+}
+
+/// The value layout of the database an engine opens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dups {
+    /// One value per key.
+    No,
+    /// Sorted duplicates (LMDB's DUPSORT).
+    Sorted,
+    /// Sorted duplicates of 8-byte native integers, stored packed (DUPSORT | DUPFIXED |
+    /// INTEGERDUP).
+    Fixed,
 }
 
 /// How much durability a configuration gives up for speed; the rows of the report.
@@ -257,7 +275,7 @@ pub const MP_ENGINES: &[&str] = &["cairn", "lmdb", "mdbx"];
 
 /// Opens (creating) the database of configuration `cfg` in the directory `dir`.
 pub fn open(cfg: &Config, dir: &Path) -> Result<Box<dyn Engine>> {
-    open_with(cfg, dir, false)
+    open_with(cfg, dir, Dups::No)
 }
 
 /// Opens (creating) a sorted-duplicates (DUPSORT) database of configuration `cfg`.
@@ -265,10 +283,19 @@ pub fn open_dups(cfg: &Config, dir: &Path) -> Result<Box<dyn Engine>> {
     if !DUP_ENGINES.contains(&cfg.engine) {
         bail!("{} has no sorted duplicates", cfg.column);
     }
-    open_with(cfg, dir, true)
+    open_with(cfg, dir, Dups::Sorted)
 }
 
-fn open_with(cfg: &Config, dir: &Path, dups: bool) -> Result<Box<dyn Engine>> {
+/// Opens (creating) a database of fixed-size sorted duplicates (DUPSORT | DUPFIXED |
+/// INTEGERDUP, 8-byte values) of configuration `cfg`.
+pub fn open_dupfixed(cfg: &Config, dir: &Path) -> Result<Box<dyn Engine>> {
+    if !DUP_ENGINES.contains(&cfg.engine) {
+        bail!("{} has no sorted duplicates", cfg.column);
+    }
+    open_with(cfg, dir, Dups::Fixed)
+}
+
+fn open_with(cfg: &Config, dir: &Path, dups: Dups) -> Result<Box<dyn Engine>> {
     std::fs::create_dir_all(dir)?;
     Ok(match cfg.id {
         #[cfg(feature = "cairn")]
