@@ -211,6 +211,29 @@ impl<'t> DupIter<'t> {
         })
     }
 
+    /// The step of end `side` (0 front, 1 back) when it stays inside the sub-tree leaf that
+    /// end walks: the leaf's kind is matched, its page neither looked up nor checked again.
+    /// None, changing nothing, when the step leaves the leaf or the value cannot be read
+    /// (`step` then takes it and reports the error).
+    #[inline(always)]
+    fn leaf_step(&mut self, side: usize) -> Option<&'t [u8]> {
+        if self.left == 0 {
+            return None;
+        }
+        // Set only once the end has started.
+        let (leaf, i) = self.leaf[side].as_mut()?;
+        let j = if side == 0 { *i + 1 } else { i.wrapping_sub(1) };
+        let v = match leaf {
+            Leaf::Nodes(p) if j < p.nkeys() => p.key(j).ok()?,
+            Leaf::Packed(p) if j < p.nkeys() => p.key(j).ok()?,
+            _ => return None,
+        };
+        *i = j;
+        self.left -= 1;
+        Some(v)
+    }
+
+    #[inline(never)]
     fn step(&mut self, fwd: bool) -> Result<Option<&'t [u8]>> {
         if self.left == 0 {
             return Ok(None);
@@ -247,7 +270,11 @@ impl<'t> DupIter<'t> {
 
 impl<'t> Iterator for DupIter<'t> {
     type Item = Result<&'t [u8]>;
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
+        if let Some(v) = self.leaf_step(0) {
+            return Some(Ok(v));
+        }
         let r = self.step(true).transpose();
         if matches!(r, Some(Err(_))) {
             self.left = 0;
@@ -260,7 +287,11 @@ impl<'t> Iterator for DupIter<'t> {
 }
 
 impl DoubleEndedIterator for DupIter<'_> {
+    #[inline]
     fn next_back(&mut self) -> Option<Self::Item> {
+        if let Some(v) = self.leaf_step(1) {
+            return Some(Ok(v));
+        }
         let r = self.step(false).transpose();
         if matches!(r, Some(Err(_))) {
             self.left = 0;
