@@ -19,9 +19,13 @@ pub struct Cursor<'t> {
     pub(crate) cmp: KeyCmp,
     pub(crate) vcmp: KeyCmp,
     pub(crate) pos: DupPos,
-    /// The main-tree leaf the last step landed in (databases without sorted duplicates), so
-    /// that a step inside it reads no page again; used only while the position is in it.
-    walk: Option<(u64, Page<'t>)>,
+    /// The main-tree leaf the last step or seek landed in, so that a step inside it (databases
+    /// without sorted duplicates), a seek into it or a chunk read from it reads no page again;
+    /// used only while the position is in it (checked by page number).
+    pub(crate) walk: Option<(u64, Page<'t>)>,
+    /// The sub-tree leaf the last seek or chunk operation stood in (sorted duplicates), so
+    /// that the *_MULTIPLE operations read it once; checked against the position before use.
+    pub(crate) sub_walk: crate::btree::dupcursor::SubLeaf<'t>,
 }
 
 #[allow(
@@ -37,6 +41,7 @@ impl<'t> Cursor<'t> {
             rec,
             cmp,
             walk: None,
+            sub_walk: None,
         }
     }
 
@@ -133,9 +138,13 @@ impl<'t> Cursor<'t> {
     }
     /// MDB_SET / MDB_SET_KEY: positions at exactly `key` (its first value).
     pub fn set(&mut self, key: &[u8]) -> Result<Entry<'t>> {
-        let (found, exact) = self.pos.seek(self.src, &self.rec, &self.cmp, key)?;
-        if found && exact {
-            self.here()
+        let s = self
+            .pos
+            .seek_pair(self.src, &self.rec, &self.cmp, key, true, self.walk)?;
+        self.walk = s.leaf;
+        self.sub_walk = s.sub;
+        if s.found && s.exact {
+            Ok(s.pair)
         } else {
             self.pos.clear();
             Ok(None)
@@ -143,9 +152,13 @@ impl<'t> Cursor<'t> {
     }
     /// MDB_SET_RANGE: positions at the first key >= `key` (its first value).
     pub fn set_range(&mut self, key: &[u8]) -> Result<Entry<'t>> {
-        let (found, _) = self.pos.seek(self.src, &self.rec, &self.cmp, key)?;
-        if found {
-            self.here()
+        let s = self
+            .pos
+            .seek_pair(self.src, &self.rec, &self.cmp, key, false, self.walk)?;
+        self.walk = s.leaf;
+        self.sub_walk = s.sub;
+        if s.found {
+            Ok(s.pair)
         } else {
             Ok(None)
         }

@@ -129,10 +129,11 @@ impl<'t> Cursor<'t> {
     }
 
     fn chunk(&mut self) -> Result<Option<(&'t [u8], &'t [u8])>> {
-        let Some((k, _)) = self.here()? else {
+        let Some((k, vals, sub)) = self.pos.take_chunk(self.src, self.walk, self.sub_walk)? else {
             return Ok(None);
         };
-        Ok(self.pos.take_chunk(self.src)?.map(|vals| (k, vals)))
+        self.sub_walk = sub;
+        Ok(Some((k, vals)))
     }
 
     /// MDB_GET_MULTIPLE: the key and the packed values of the current chunk of its values
@@ -148,7 +149,9 @@ impl<'t> Cursor<'t> {
     pub fn next_multiple(&mut self) -> Result<Option<(&'t [u8], &'t [u8])>> {
         self.need_fixed()?;
         let moved = if self.pos.is_set() {
-            self.pos.next_dup(self.src)?
+            let (moved, sub) = self.pos.step_chunk(self.src, true, self.sub_walk)?;
+            self.sub_walk = sub;
+            moved
         } else {
             self.pos.first(self.src, &self.rec)?
         };

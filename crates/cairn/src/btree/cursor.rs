@@ -51,12 +51,14 @@ impl Position {
         self.stack.clear();
     }
 
-    fn push_edge<S: PageSource + ?Sized>(
+    /// Descends from `pgno` along the first (or last) children and stands at the edge entry
+    /// of the leaf reached, which it returns (None: an empty root leaf).
+    fn push_edge<'a, S: PageSource + ?Sized>(
         &mut self,
-        src: &S,
+        src: &'a S,
         mut pgno: u64,
         last: bool,
-    ) -> Result<bool> {
+    ) -> Result<Option<Leaf<'a>>> {
         loop {
             let Some(p) = self.level_page(src, pgno)? else {
                 let l = self.leaf_page(src, pgno)?;
@@ -64,14 +66,14 @@ impl Position {
                 if n == 0 {
                     // Only a root leaf may be empty (the free tree keeps one).
                     if self.stack.is_empty() {
-                        return Ok(false);
+                        return Ok(None);
                     }
                     return Err(Error::corrupted(format!(
                         "page {pgno}: empty page inside a tree"
                     )));
                 }
                 self.stack.push((pgno, if last { n - 1 } else { 0 }));
-                return Ok(true);
+                return Ok(Some(l));
             };
             let n = p.nkeys();
             if n == 0 {
@@ -114,22 +116,28 @@ impl Position {
 
     /// Moves to the first entry; false if the tree is empty.
     pub fn first<S: PageSource + ?Sized>(&mut self, src: &S, rec: &DbRecord) -> Result<bool> {
-        self.stack.clear();
-        self.depth = usize::from(rec.depth).min(MAX_DEPTH);
-        if rec.root == 0 {
-            return Ok(false);
-        }
-        self.push_edge(src, rec.root, false)
+        Ok(self.edge(src, rec, false)?.is_some())
     }
 
     /// Moves to the last entry; false if the tree is empty.
     pub fn last<S: PageSource + ?Sized>(&mut self, src: &S, rec: &DbRecord) -> Result<bool> {
+        Ok(self.edge(src, rec, true)?.is_some())
+    }
+
+    /// Moves to the first (or last) entry and returns the leaf it stands in; None if the tree
+    /// is empty.
+    pub fn edge<'a, S: PageSource + ?Sized>(
+        &mut self,
+        src: &'a S,
+        rec: &DbRecord,
+        last: bool,
+    ) -> Result<Option<Leaf<'a>>> {
         self.stack.clear();
         self.depth = usize::from(rec.depth).min(MAX_DEPTH);
         if rec.root == 0 {
-            return Ok(false);
+            return Ok(None);
         }
-        self.push_edge(src, rec.root, true)
+        self.push_edge(src, rec.root, last)
     }
 
     /// Moves to the first entry >= `key`; returns (found any, exact match).
@@ -140,10 +148,23 @@ impl Position {
         cmp: &KeyCmp,
         key: &[u8],
     ) -> Result<(bool, bool)> {
+        let (found, exact, _) = self.seek_leaf(src, rec, cmp, key)?;
+        Ok((found, exact))
+    }
+
+    /// `seek`, also returning the leaf the position stands in when the descent read it (not
+    /// when the entry found is the next leaf's first).
+    pub fn seek_leaf<'a, S: PageSource + ?Sized>(
+        &mut self,
+        src: &'a S,
+        rec: &DbRecord,
+        cmp: &KeyCmp,
+        key: &[u8],
+    ) -> Result<(bool, bool, Option<Leaf<'a>>)> {
         self.stack.clear();
         self.depth = usize::from(rec.depth).min(MAX_DEPTH);
         if rec.root == 0 {
-            return Ok((false, false));
+            return Ok((false, false, None));
         }
         let mut pgno = rec.root;
         loop {
@@ -158,14 +179,52 @@ impl Position {
                     // Past this leaf's last key: the answer is the next leaf's first entry.
                     self.stack.last_mut().expect("pushed").1 = l.nkeys().saturating_sub(1);
                     let more = self.next(src)?;
-                    return Ok((more, false));
+                    return Ok((more, false, None));
                 }
-                return Ok((true, exact));
+                return Ok((true, exact, Some(l)));
             };
             let i = p.child_index(key, cmp)?;
             self.stack.push((pgno, i));
             pgno = p.child(i)?;
         }
+    }
+
+    /// When the position stands in a node leaf whose keys span `key` (first <= key <= last),
+    /// moves to the first entry >= `key` there and returns that leaf and whether the key is
+    /// equal: what a descent from the root finds in a well-formed tree, without the descent
+    /// (LMDB's shortcut for MDB_SET on a positioned cursor; the checker proves the key ranges
+    /// of leaves disjoint). `leaf` is the page of that leaf if the caller holds it. None, the
+    /// position unchanged, otherwise.
+    pub fn seek_near<'a, S: PageSource + ?Sized>(
+        &mut self,
+        src: &'a S,
+        cmp: &KeyCmp,
+        key: &[u8],
+        leaf: Option<(u64, crate::format::Page<'a>)>,
+    ) -> Result<Option<(crate::format::Page<'a>, bool)>> {
+        let Some(&(pgno, _)) = self.stack.last() else {
+            return Ok(None);
+        };
+        if self.packed.is_some() {
+            return Ok(None);
+        }
+        let p = match leaf {
+            Some((g, p)) if g == pgno => p,
+            _ => match self.leaf_page(src, pgno)? {
+                Leaf::Nodes(p) => p,
+                Leaf::Packed(_) => return Ok(None),
+            },
+        };
+        let n = p.nkeys();
+        if n == 0
+            || cmp.cmp(key, p.key(0)?) == std::cmp::Ordering::Less
+            || cmp.cmp(key, p.key(n - 1)?) == std::cmp::Ordering::Greater
+        {
+            return Ok(None);
+        }
+        let (i, exact) = p.lower_bound(key, cmp, 0)?;
+        self.set_leaf_slot(i);
+        Ok(Some((p, exact)))
     }
 
     /// Steps forward; false (and unpositioned) at the end.
@@ -179,23 +238,44 @@ impl Position {
     }
 
     fn step<S: PageSource + ?Sized>(&mut self, src: &S, fwd: bool) -> Result<bool> {
-        // Fast path: within the leaf.
-        if let Some(&(pgno, i)) = self.stack.last() {
-            let p = self.leaf_page(src, pgno)?;
-            if fwd && i + 1 < p.nkeys() {
-                self.stack.last_mut().expect("nonempty").1 = i + 1;
-                return Ok(true);
-            }
-            if !fwd && i > 0 && i <= p.nkeys() {
-                self.stack.last_mut().expect("nonempty").1 = i - 1;
-                return Ok(true);
-            }
-        } else {
-            return Ok(false);
+        if self.step_keep(src, fwd, None)?.is_some() {
+            return Ok(true);
         }
-        // Climb to the first level that can move, then descend to the edge.
-        self.stack.pop();
-        while let Some(&(pgno, i)) = self.stack.last() {
+        self.stack.clear();
+        Ok(false)
+    }
+
+    /// Steps forward (or backward) and returns the leaf it then stands in; None, with the
+    /// position kept, at the end (start) of the tree. `leaf` is the page of the leaf the
+    /// position stands in, if the caller holds it (read for this tree: same page number).
+    pub fn step_keep<'a, S: PageSource + ?Sized>(
+        &mut self,
+        src: &'a S,
+        fwd: bool,
+        leaf: Option<(u64, Leaf<'a>)>,
+    ) -> Result<Option<Leaf<'a>>> {
+        // Fast path: within the leaf.
+        let Some(&(pgno, i)) = self.stack.last() else {
+            return Ok(None);
+        };
+        let p = match leaf {
+            Some((g, l)) if g == pgno => l,
+            _ => self.leaf_page(src, pgno)?,
+        };
+        if fwd && i + 1 < p.nkeys() {
+            self.set_leaf_slot(i + 1);
+            return Ok(Some(p));
+        }
+        if !fwd && i > 0 && i <= p.nkeys() {
+            self.set_leaf_slot(i - 1);
+            return Ok(Some(p));
+        }
+        // Find the lowest level that can move (the levels stay until one does), then
+        // descend from it to the edge.
+        let mut lvl = self.stack.len() - 1;
+        while lvl > 0 {
+            lvl -= 1;
+            let (pgno, i) = self.stack[lvl];
             let p = tree_page(src, pgno)?;
             let moved = if fwd && i + 1 < p.nkeys() {
                 Some(i + 1)
@@ -205,13 +285,18 @@ impl Position {
                 None
             };
             if let Some(j) = moved {
-                self.stack.last_mut().expect("nonempty").1 = j;
+                self.stack.truncate(lvl + 1);
+                self.stack[lvl].1 = j;
                 let child = p.child(j)?;
-                return self.push_edge(src, child, !fwd);
+                return match self.push_edge(src, child, !fwd)? {
+                    Some(l) => Ok(Some(l)),
+                    None => Err(Error::corrupted(format!(
+                        "page {child}: empty page inside a tree"
+                    ))),
+                };
             }
-            self.stack.pop();
         }
-        Ok(false)
+        Ok(None)
     }
 
     /// The entry under the cursor.
@@ -237,33 +322,19 @@ impl Position {
     }
 
     /// Steps forward (or backward) and returns the key there, reading the leaf once when the
-    /// step stays in it (sorted-duplicates sub-trees walk their values this way). None (and
-    /// unpositioned) at the end.
+    /// step stays in it (sorted-duplicates sub-trees walk their values this way). None, with
+    /// the position kept, at the end (start).
     #[inline]
     pub fn step_key<'a, S: PageSource + ?Sized>(
         &mut self,
         src: &'a S,
         fwd: bool,
     ) -> Result<Option<&'a [u8]>> {
-        if let Some(&(pgno, i)) = self.stack.last() {
-            let p = self.leaf_page(src, pgno)?;
-            let j = if fwd && i + 1 < p.nkeys() {
-                Some(i + 1)
-            } else if !fwd && i > 0 && i <= p.nkeys() {
-                Some(i - 1)
-            } else {
-                None
-            };
-            if let Some(j) = j {
-                self.stack.last_mut().expect("nonempty").1 = j;
-                return Ok(Some(p.key(j)?));
-            }
-        }
-        if self.step(src, fwd)? {
-            Ok(self.current(src)?.map(|(k, _)| k))
-        } else {
-            Ok(None)
-        }
+        let Some(l) = self.step_keep(src, fwd, None)? else {
+            return Ok(None);
+        };
+        let i = self.stack.last().map_or(0, |t| t.1);
+        Ok(Some(l.key(i)?))
     }
 
     /// The leaf page and slot (for in-place operations).

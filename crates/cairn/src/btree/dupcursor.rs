@@ -10,7 +10,7 @@ use super::cursor::Position;
 use super::dups::{form, is_dupsort, DupOrder, Form};
 use super::{node_value, tree_page, PageSource};
 use crate::error::{Error, Result};
-use crate::format::{DbRecord, DupSet, KeyCmp, Leaf, NF_DUPS, NF_SUBTREE};
+use crate::format::{DbRecord, DupSet, KeyCmp, Leaf, Page, NF_DUPS, NF_SUBTREE};
 use std::cmp::Ordering;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,6 +19,26 @@ enum At {
     Inline { idx: usize, n: usize },
     Tree,
 }
+
+/// What [`DupPos::seek_pair`] found.
+pub struct Sought<'a> {
+    /// Whether the position stands on a pair.
+    pub found: bool,
+    /// Whether its key is the one sought.
+    pub exact: bool,
+    /// The pair, unless not `found` or (asked for exact) not `exact`.
+    pub pair: Option<(&'a [u8], &'a [u8])>,
+    /// The main-tree leaf the position stands in, when read on the way.
+    pub leaf: Option<(u64, Page<'a>)>,
+    /// The sub-tree leaf the position stands in, when read on the way.
+    pub sub: SubLeaf<'a>,
+}
+
+/// A chunk of values: the key, the values packed, the sub-tree leaf they lie in.
+pub type Chunk<'a> = (&'a [u8], &'a [u8], SubLeaf<'a>);
+
+/// A sub-tree leaf a caller holds, with its page number.
+pub type SubLeaf<'a> = Option<(u64, Leaf<'a>)>;
 
 /// A position among the (key, value) pairs of a database.
 #[derive(Clone, Debug)]
@@ -66,33 +86,86 @@ impl DupPos {
         if !self.dups {
             return Ok(());
         }
-        let Some((pg, i)) = self.main.leaf() else {
+        let Some((pg, _)) = self.main.leaf() else {
             return Ok(());
         };
-        let p = tree_page(src, pg)?;
+        self.load_in(src, tree_page(src, pg)?, last)?;
+        Ok(())
+    }
+
+    /// The sub-tree leaf `held` if it is the one the position stands in, read for the
+    /// current sub-tree (a packed leaf of its value size).
+    fn held_sub<'a>(&self, held: SubLeaf<'a>) -> SubLeaf<'a> {
+        let (g, l) = held?;
+        let size = self.fixed.then(|| super::packed::value_size(&self.sub_rec));
+        let ok = self.at == At::Tree
+            && self.sub.leaf().map(|t| t.0) == Some(g)
+            && match l {
+                Leaf::Packed(p) => size == Some(p.size()),
+                Leaf::Nodes(_) => size.is_none(),
+            };
+        ok.then_some((g, l))
+    }
+
+    /// Steps to the next (or previous) chunk of the current key's values (the *_MULTIPLE
+    /// operations; the position stands at an edge of its chunk); false, position kept, at the
+    /// last (first). `held` is the sub-tree leaf the caller holds; returns the one the
+    /// position then stands in.
+    pub fn step_chunk<'a, S: PageSource + ?Sized>(
+        &mut self,
+        src: &'a S,
+        fwd: bool,
+        held: SubLeaf<'a>,
+    ) -> Result<(bool, SubLeaf<'a>)> {
+        if self.at != At::Tree {
+            return Ok((self.step_dup(src, fwd)?, None));
+        }
+        let held = self.held_sub(held);
+        match self.sub.step_keep(src, fwd, held)? {
+            Some(l) => Ok((true, self.sub.leaf().map(|(g, _)| (g, l)))),
+            None => Ok((false, held)),
+        }
+    }
+
+    /// `load` from the main leaf `p` the position stands in (read by the caller), returning
+    /// the pair it lands on.
+    fn load_in<'a, S: PageSource + ?Sized>(
+        &mut self,
+        src: &'a S,
+        p: Page<'a>,
+        last: bool,
+    ) -> Result<(&'a [u8], &'a [u8], SubLeaf<'a>)> {
+        self.at = At::One;
+        let mut sub = None;
+        let i = self.main.leaf().map_or(0, |t| t.1);
         let n = p.node(i)?;
-        if n.flags & NF_DUPS != 0 {
+        let v = if !self.dups {
+            // Fails on a duplicates node: the file lies about the database's flags.
+            node_value(src, &n)?
+        } else if n.flags & NF_DUPS != 0 {
             let s = DupSet::new(n.val, self.fixed)?;
             let idx = if last { s.len() - 1 } else { 0 };
             self.at = At::Inline { idx, n: s.len() };
+            s.get(idx)?
         } else if n.flags & NF_SUBTREE != 0 {
-            if let Form::Tree(r) = form(src, &n, self.fixed)? {
-                self.sub_rec = r;
-                // A DUPFIXED sub-tree's leaves are packed, of the record's value size.
-                self.sub
-                    .set_packed(self.fixed.then_some(super::packed::value_size(&r)));
-                let ok = if last {
-                    self.sub.last(src, &r)?
-                } else {
-                    self.sub.first(src, &r)?
-                };
-                if !ok {
-                    return Err(Error::corrupted("empty sorted-duplicates sub-tree"));
-                }
-                self.at = At::Tree;
-            }
-        }
-        Ok(())
+            let Form::Tree(r) = form(src, &n, self.fixed)? else {
+                return Err(Error::corrupted("sub-tree node without a sub-tree"));
+            };
+            self.sub_rec = r;
+            // A DUPFIXED sub-tree's leaves are packed, of the record's value size.
+            self.sub
+                .set_packed(self.fixed.then_some(super::packed::value_size(&r)));
+            let Some(l) = self.sub.edge(src, &r, last)? else {
+                return Err(Error::corrupted("empty sorted-duplicates sub-tree"));
+            };
+            self.at = At::Tree;
+            let (g, j) = self.sub.leaf().unwrap_or_default();
+            sub = Some((g, l));
+            l.key(j)?
+        } else {
+            node_value(src, &n)?
+        };
+        Ok((n.key, v, sub))
     }
 
     fn moved<S: PageSource + ?Sized>(&mut self, src: &S, ok: bool, last: bool) -> Result<bool> {
@@ -129,9 +202,62 @@ impl DupPos {
         Ok((found, exact))
     }
 
+    /// `seek`, also returning the pair found, read from the pages the descent read, and the
+    /// main-tree leaf it stands in. A positioned cursor whose leaf spans `key` searches only
+    /// that leaf (`leaf`: its page, if the caller holds it). With `exact`, a key that is not
+    /// there leaves the position for the caller to clear (its values are not read).
+    pub fn seek_pair<'a, S: PageSource + ?Sized>(
+        &mut self,
+        src: &'a S,
+        rec: &DbRecord,
+        kcmp: &KeyCmp,
+        key: &[u8],
+        exact: bool,
+        leaf: Option<(u64, Page<'a>)>,
+    ) -> Result<Sought<'a>> {
+        let near = if self.main.is_set() {
+            self.main.seek_near(src, kcmp, key, leaf)?
+        } else {
+            None
+        };
+        let (found, hit, leaf) = match near {
+            Some((p, hit)) => (true, hit, Some(p)),
+            None => match self.main.seek_leaf(src, rec, kcmp, key)? {
+                (f, h, Some(Leaf::Nodes(p))) => (f, h, Some(p)),
+                (f, h, _) => (f, h, None),
+            },
+        };
+        self.at = At::One;
+        let mut out = Sought {
+            found,
+            exact: hit,
+            pair: None,
+            leaf: None,
+            sub: None,
+        };
+        if !found || (exact && !hit) {
+            return Ok(out);
+        }
+        match leaf {
+            Some(p) => {
+                let (k, v, sub) = self.load_in(src, p, false)?;
+                out.pair = Some((k, v));
+                out.leaf = self.main.leaf().map(|(g, _)| (g, p));
+                out.sub = sub;
+            }
+            None => {
+                // The next leaf's first pair: read it again.
+                self.load(src, false)?;
+                out.pair = self.current(src)?;
+                out.found = out.pair.is_some();
+            }
+        }
+        Ok(out)
+    }
+
     /// Steps to the next pair; false (and unpositioned) at the end.
     pub fn next<S: PageSource + ?Sized>(&mut self, src: &S) -> Result<bool> {
-        if self.step_dup(src, true, false)? {
+        if self.step_dup(src, true)? {
             return Ok(true);
         }
         self.next_nodup(src)
@@ -139,7 +265,7 @@ impl DupPos {
 
     /// Steps to the previous pair; false (and unpositioned) at the start.
     pub fn prev<S: PageSource + ?Sized>(&mut self, src: &S) -> Result<bool> {
-        if self.step_dup(src, false, false)? {
+        if self.step_dup(src, false)? {
             return Ok(true);
         }
         self.prev_nodup(src)
@@ -159,15 +285,15 @@ impl DupPos {
 
     /// Next value of the same key; false (position kept) at its last value.
     pub fn next_dup<S: PageSource + ?Sized>(&mut self, src: &S) -> Result<bool> {
-        self.step_dup(src, true, true)
+        self.step_dup(src, true)
     }
 
     /// Previous value of the same key; false (position kept) at its first value.
     pub fn prev_dup<S: PageSource + ?Sized>(&mut self, src: &S) -> Result<bool> {
-        self.step_dup(src, false, true)
+        self.step_dup(src, false)
     }
 
-    fn step_dup<S: PageSource + ?Sized>(&mut self, src: &S, fwd: bool, keep: bool) -> Result<bool> {
+    fn step_dup<S: PageSource + ?Sized>(&mut self, src: &S, fwd: bool) -> Result<bool> {
         match &mut self.at {
             At::One => Ok(false),
             At::Inline { idx, n } => {
@@ -181,23 +307,9 @@ impl DupPos {
                     Ok(false)
                 }
             }
-            At::Tree => {
-                let ok = if fwd {
-                    self.sub.next(src)?
-                } else {
-                    self.sub.prev(src)?
-                };
-                if !ok && keep {
-                    // A failed step leaves the sub-position unset: stand at the edge again.
-                    let r = self.sub_rec;
-                    if fwd {
-                        self.sub.last(src, &r)?;
-                    } else {
-                        self.sub.first(src, &r)?;
-                    }
-                }
-                Ok(ok)
-            }
+            // A failed step keeps the sub-position; `next`/`prev` then move the main
+            // position, which loads another one.
+            At::Tree => Ok(self.sub.step_keep(src, fwd, None)?.is_some()),
         }
     }
 
@@ -210,21 +322,12 @@ impl DupPos {
         fwd: bool,
     ) -> Result<Option<&'a [u8]>> {
         if self.at != At::Tree {
-            if self.step_dup(src, fwd, true)? {
+            if self.step_dup(src, fwd)? {
                 return Ok(self.current(src)?.map(|(_, v)| v));
             }
             return Ok(None);
         }
-        let v = self.sub.step_key(src, fwd)?;
-        if v.is_none() {
-            let r = self.sub_rec;
-            if fwd {
-                self.sub.last(src, &r)?;
-            } else {
-                self.sub.first(src, &r)?;
-            }
-        }
-        Ok(v)
+        self.sub.step_key(src, fwd)
     }
 
     /// The sub-tree leaf under the cursor and the slot in it, when the current key's values
@@ -391,40 +494,62 @@ impl DupPos {
         }
     }
 
-    /// The values of the current chunk, packed as they lie in the map (the inline set, or the
-    /// packed sub-tree leaf: LMDB's "page of duplicates"; no copy), and stands at the chunk's
-    /// last value. A DUPFIXED database's; None if unpositioned.
+    /// The key and the values of the current chunk, packed as they lie in the map (the
+    /// inline set, or the packed sub-tree leaf: LMDB's "page of duplicates"; no copy), and
+    /// stands at the chunk's last value. A DUPFIXED database's; None if unpositioned.
     pub fn take_chunk<'a, S: PageSource + ?Sized>(
         &mut self,
         src: &'a S,
-    ) -> Result<Option<&'a [u8]>> {
+        leaf: Option<(u64, Page<'a>)>,
+        held: SubLeaf<'a>,
+    ) -> Result<Option<Chunk<'a>>> {
+        if !self.fixed {
+            return Err(Error::Invalid(
+                "the *_MULTIPLE operations need a DUP_FIXED database".into(),
+            ));
+        }
         let Some((pg, i)) = self.main.leaf() else {
             return Ok(None);
         };
-        let out = match self.at {
-            _ if !self.fixed => {
-                return Err(Error::Invalid(
-                    "the *_MULTIPLE operations need a DUP_FIXED database".into(),
-                ))
-            }
-            At::One => node_value(src, &tree_page(src, pg)?.node(i)?)?,
-            At::Inline { n, .. } => {
-                let p = tree_page(src, pg)?;
-                let s = DupSet::new(p.node(i)?.val, self.fixed)?;
-                self.at = At::Inline { idx: n - 1, n };
+        let p = match leaf {
+            Some((g, p)) if g == pg => p,
+            _ => tree_page(src, pg)?,
+        };
+        if i >= p.nkeys() {
+            return Ok(None);
+        }
+        let n = p.node(i)?;
+        let vals = match self.at {
+            At::One => node_value(src, &n)?,
+            At::Inline { n: len, .. } => {
+                let s = DupSet::new(n.val, self.fixed)?;
+                if s.len() != len {
+                    return Err(Error::corrupted("inline value set changed under a cursor"));
+                }
+                self.at = At::Inline {
+                    idx: len - 1,
+                    n: len,
+                };
                 s.packed_from(0)
             }
             At::Tree => {
-                let Some((Leaf::Packed(p), _)) = self.sub_leaf(src)? else {
+                let (g, l) = match self.held_sub(held) {
+                    Some(h) => h,
+                    None => match (self.sub.leaf(), self.sub_leaf(src)?) {
+                        (Some((g, _)), Some((l, _))) => (g, l),
+                        _ => return Err(Error::corrupted("sub-tree cursor")),
+                    },
+                };
+                let Leaf::Packed(pl) = l else {
                     return Err(Error::corrupted(
                         "a DUPFIXED sub-tree without packed leaves",
                     ));
                 };
-                self.sub.set_leaf_slot(p.nkeys().saturating_sub(1));
-                p.values_from(0)
+                self.sub.set_leaf_slot(pl.nkeys().saturating_sub(1));
+                return Ok(Some((n.key, pl.values_from(0), Some((g, l)))));
             }
         };
-        Ok(Some(out))
+        Ok(Some((n.key, vals, None)))
     }
 
     /// Moves to the first value of the current chunk (see [`DupPos::take_chunk`]).

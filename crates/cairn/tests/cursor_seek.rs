@@ -1,0 +1,108 @@
+//! MDB_SET / MDB_SET_RANGE on a cursor that is already positioned search the leaf it stands
+//! in when that leaf spans the key (no descent from the root); the *_MULTIPLE operations read
+//! the leaves the seek read. Both must answer as a fresh cursor does, whatever the order of
+//! the keys sought: present or absent, inside the current leaf, before or after it, at its
+//! edges, and across the forms of a key's values (one value, inline set, sub-tree).
+use cairn::{DbFlags, Env, PutFlags};
+use std::collections::BTreeMap;
+
+fn key(i: u64) -> [u8; 8] {
+    (i * 2).to_be_bytes()
+}
+
+/// xorshift, fixed seed.
+fn shuffled(n: u64, mut x: u64) -> Vec<u64> {
+    let mut v: Vec<u64> = (0..n).collect();
+    for i in (1..v.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    v
+}
+
+#[test]
+fn set_on_a_positioned_cursor_answers_as_a_fresh_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::options().max_dbs(4).open(dir.path()).unwrap();
+    let mut w = env.write_txn().unwrap();
+    let plain = w.create_db(Some("plain"), DbFlags::CREATE).unwrap();
+    let fixed = w
+        .create_db(
+            Some("fixed"),
+            DbFlags::CREATE | DbFlags::DUP_SORT | DbFlags::DUP_FIXED,
+        )
+        .unwrap();
+    // Even keys 0..2n: odd probes are absent; several leaves.
+    let n = 3000u64;
+    let mut model: BTreeMap<[u8; 8], Vec<[u8; 8]>> = BTreeMap::new();
+    for i in 0..n {
+        w.put(plain, &key(i), &i.to_le_bytes(), PutFlags::empty())
+            .unwrap();
+        // 1, 2..100 or 700 values: one value, an inline set, a sub-tree of several leaves.
+        let count = match i % 3 {
+            0 => 1,
+            1 => 2 + i % 99,
+            _ => 700,
+        };
+        let count = if i % 300 == 2 { count } else { count.min(150) };
+        for v in 0..count {
+            let val = (v * 7 + i).to_be_bytes();
+            w.put(fixed, &key(i), &val, PutFlags::empty()).unwrap();
+            model.entry(key(i)).or_default().push(val);
+        }
+    }
+    w.commit().unwrap();
+    for vals in model.values_mut() {
+        vals.sort();
+        vals.dedup();
+    }
+    let r = env.read_txn().unwrap();
+    let probes: Vec<u64> = (0..2 * n + 2)
+        .chain(shuffled(2 * n + 2, 0x9E37_79B9_7F4A_7C15))
+        .chain((0..2 * n + 2).rev())
+        .collect();
+    let mut c = r.cursor(plain).unwrap();
+    let mut cr = r.cursor(plain).unwrap();
+    for &p in &probes {
+        let k = p.to_be_bytes();
+        let want = (p % 2 == 0 && p / 2 < n).then(|| (p / 2).to_le_bytes());
+        let got = c.set(&k).unwrap();
+        assert_eq!(
+            got.map(|(gk, gv)| (gk.to_vec(), gv.to_vec())),
+            want.map(|v| (k.to_vec(), v.to_vec())),
+            "set {p}"
+        );
+        let fresh = r.cursor(plain).unwrap().set_range(&k).unwrap();
+        assert_eq!(cr.set_range(&k).unwrap(), fresh, "set_range {p}");
+        // A step after the seek continues from where it landed.
+        if got.is_some() {
+            let next = c.next().unwrap();
+            let wnext = (p / 2 + 1 < n).then(|| key(p / 2 + 1));
+            assert_eq!(next.map(|(k, _)| k.to_vec()), wnext.map(|k| k.to_vec()));
+        }
+    }
+    let mut c = r.cursor(fixed).unwrap();
+    for &p in &probes {
+        let k = p.to_be_bytes();
+        let Some(vals) = model.get(&k) else {
+            assert!(c.set(&k).unwrap().is_none(), "set {p}");
+            continue;
+        };
+        let (gk, gv) = c.set(&k).unwrap().expect("present");
+        assert_eq!((gk, gv), (&k[..], &vals[0][..]), "set {p}");
+        assert_eq!(c.count(), vals.len() as u64);
+        let mut seen = Vec::new();
+        let (ck, chunk) = c.get_multiple().unwrap().expect("a chunk");
+        assert_eq!(ck, &k[..]);
+        seen.extend_from_slice(chunk);
+        while let Some((ck, chunk)) = c.next_multiple().unwrap() {
+            assert_eq!(ck, &k[..]);
+            seen.extend_from_slice(chunk);
+        }
+        assert_eq!(seen, vals.concat(), "chunks of {p}");
+        // The cursor stands at the key's last value.
+        assert_eq!(c.current().unwrap().unwrap().1, &vals[vals.len() - 1][..]);
+    }
+}
