@@ -7,6 +7,7 @@
 use super::{node_value, packed, tree_page, PageSource, MAX_DEPTH};
 use crate::error::{Error, Result};
 use crate::format::{DbRecord, KeyCmp, Leaf};
+use std::cmp::Ordering;
 
 /// Where a cursor stands.
 #[derive(Clone, Debug, Default)]
@@ -190,11 +191,12 @@ impl Position {
     }
 
     /// When the position stands in a node leaf whose keys span `key` (first <= key <= last),
-    /// moves to the first entry >= `key` there and returns that leaf and whether the key is
-    /// equal: what a descent from the root finds in a well-formed tree, without the descent
-    /// (LMDB's shortcut for MDB_SET on a positioned cursor; the checker proves the key ranges
-    /// of leaves disjoint). `leaf` is the page of that leaf if the caller holds it. None, the
-    /// position unchanged, otherwise.
+    /// or in the leaf before the one that does (keys sought in order: the parent's separator
+    /// after that one bounds `key`), moves to the first entry >= `key` there and returns that
+    /// leaf and whether the key is equal: what a descent from the root finds in a well-formed
+    /// tree, without the descent (LMDB's shortcut for MDB_SET on a positioned cursor; the
+    /// checker proves leaves and separators ordered). `leaf` is the page of the current leaf
+    /// if the caller holds it. None otherwise, the position then to be re-seeked.
     pub fn seek_near<'a, S: PageSource + ?Sized>(
         &mut self,
         src: &'a S,
@@ -216,15 +218,57 @@ impl Position {
             },
         };
         let n = p.nkeys();
-        if n == 0
-            || cmp.cmp(key, p.key(0)?) == std::cmp::Ordering::Less
-            || cmp.cmp(key, p.key(n - 1)?) == std::cmp::Ordering::Greater
-        {
+        let (i, exact) = p.lower_bound(key, cmp, 0)?;
+        if n == 0 || (i == 0 && !exact) {
+            // Before this leaf's first key (or an empty leaf): no shortcut.
             return Ok(None);
         }
+        if i < n {
+            self.set_leaf_slot(i);
+            return Ok(Some((p, exact)));
+        }
+        // Past this leaf: the next one (keys sought in order) when the parent's separator
+        // after it bounds the key; it is then in that leaf or, in the gap before it, the
+        // leaf's first entry is the answer.
+        let Some(p) = self.next_leaf_for(src, cmp, key)? else {
+            return Ok(None);
+        };
         let (i, exact) = p.lower_bound(key, cmp, 0)?;
+        if i >= p.nkeys() {
+            // Past that leaf too (below the separator after it): a descent answers.
+            return Ok(None);
+        }
         self.set_leaf_slot(i);
         Ok(Some((p, exact)))
+    }
+
+    /// For `seek_near`: moves to the leaf after the current one when its parent (the same
+    /// parent) bounds `key` from above by the separator after it, and returns it.
+    fn next_leaf_for<'a, S: PageSource + ?Sized>(
+        &mut self,
+        src: &'a S,
+        cmp: &KeyCmp,
+        key: &[u8],
+    ) -> Result<Option<crate::format::Page<'a>>> {
+        let d = self.stack.len();
+        if d < 2 {
+            return Ok(None);
+        }
+        let (ppg, j) = self.stack[d - 2];
+        let parent = tree_page(src, ppg)?;
+        let m = parent.nkeys();
+        if j + 2 >= m || cmp.cmp(key, parent.key(j + 2)?) != Ordering::Less {
+            return Ok(None);
+        }
+        let child = parent.child(j + 1)?;
+        self.stack.truncate(d - 1);
+        self.stack[d - 2].1 = j + 1;
+        match self.push_edge(src, child, false)? {
+            Some(Leaf::Nodes(p)) => Ok(Some(p)),
+            _ => Err(Error::corrupted(format!(
+                "page {child}: not a node leaf where one belongs"
+            ))),
+        }
     }
 
     /// Steps forward; false (and unpositioned) at the end.

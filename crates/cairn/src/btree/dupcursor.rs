@@ -518,6 +518,24 @@ impl DupPos {
         if i >= p.nkeys() {
             return Ok(None);
         }
+        if self.at == At::Tree {
+            // The node was read whole when the sub-tree was loaded: its key is enough here.
+            let k = p.key(i)?;
+            let (g, l) = match self.held_sub(held) {
+                Some(h) => h,
+                None => match (self.sub.leaf(), self.sub_leaf(src)?) {
+                    (Some((g, _)), Some((l, _))) => (g, l),
+                    _ => return Err(Error::corrupted("sub-tree cursor")),
+                },
+            };
+            let Leaf::Packed(pl) = l else {
+                return Err(Error::corrupted(
+                    "a DUPFIXED sub-tree without packed leaves",
+                ));
+            };
+            self.sub.set_leaf_slot(pl.nkeys().saturating_sub(1));
+            return Ok(Some((k, pl.values_from(0), Some((g, l)))));
+        }
         let n = p.node(i)?;
         let vals = match self.at {
             At::One => node_value(src, &n)?,
@@ -532,22 +550,7 @@ impl DupPos {
                 };
                 s.packed_from(0)
             }
-            At::Tree => {
-                let (g, l) = match self.held_sub(held) {
-                    Some(h) => h,
-                    None => match (self.sub.leaf(), self.sub_leaf(src)?) {
-                        (Some((g, _)), Some((l, _))) => (g, l),
-                        _ => return Err(Error::corrupted("sub-tree cursor")),
-                    },
-                };
-                let Leaf::Packed(pl) = l else {
-                    return Err(Error::corrupted(
-                        "a DUPFIXED sub-tree without packed leaves",
-                    ));
-                };
-                self.sub.set_leaf_slot(pl.nkeys().saturating_sub(1));
-                return Ok(Some((n.key, pl.values_from(0), Some((g, l)))));
-            }
+            At::Tree => return Err(Error::corrupted("sub-tree cursor")),
         };
         Ok(Some((n.key, vals, None)))
     }
