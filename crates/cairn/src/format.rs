@@ -682,7 +682,8 @@ pub fn overflow_value_mut(b: &mut [u8]) -> &mut [u8] {
 
 mod dupset;
 pub use dupset::{
-    dups_node_max, dupset_size, max_dup_key_size, DupSet, DupSetBuilder, DUPSET_HDR, SUBTREE_REC,
+    dups_node_max, dupset_insert, dupset_remove, dupset_size, max_dup_key_size, DupSet,
+    DupSetBuilder, DUPSET_HDR, SUBTREE_REC,
 };
 
 // Packed leaves of DUPFIXED sub-trees (kind 5), in `format/packed.rs`.

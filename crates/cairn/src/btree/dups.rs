@@ -410,6 +410,24 @@ pub fn put_ordered<W: PageWriter + ?Sized>(
             if exact {
                 return exists(f);
             }
+            if replaceable {
+                let plan = InsertPlan {
+                    n: set.len(),
+                    pos,
+                    start: set.insert_plan(pos)?,
+                    old: set.byte_len(),
+                    new: set.byte_len() + set.growth(val.len()),
+                };
+                if insert_in_place(w, key, (pgno, i), plan, val, ord.fixed)? {
+                    rec.entries += 1;
+                    return Ok(true);
+                }
+            }
+            // Not in place: the set is read again (the page did not change) and rebuilt.
+            let set = match form(w, &tree_page(w, pgno)?.node(i)?, ord.fixed)? {
+                Form::Inline(s) => s,
+                _ => return Err(Error::corrupted("inline value set moved (internal)")),
+            };
             let mut bld = DupSetBuilder::new(scratch, set.len() + 1, ord.fixed);
             for j in 0..pos {
                 bld.push(set.get(j)?);
@@ -456,6 +474,97 @@ pub fn put_ordered<W: PageWriter + ?Sized>(
     )?;
     rec.entries += 1;
     Ok(true)
+}
+
+/// Inserts `val` at index `pos` of the inline set `set` of `key`'s node, which sits at slot
+/// `at.1` of the dirty leaf `at.0`: the node grows in place and the values after `pos` move
+/// up by a memmove (no rebuild of the set). False (nothing changed) when the grown node would
+/// be too large for an inline set or the leaf cannot hold it: the caller takes the general
+/// path (a sub-tree, or a split).
+fn insert_in_place<W: PageWriter + ?Sized>(
+    w: &mut W,
+    key: &[u8],
+    (pgno, i): (u64, usize),
+    plan: InsertPlan,
+    val: &[u8],
+    fixed: bool,
+) -> Result<bool> {
+    if format::node_size(key.len(), plan.new) > format::dups_node_max(w.page_size()) {
+        return Ok(false);
+    }
+    let mut pm = format::PageMut::new(w.page_mut(pgno)?);
+    if !pm.grow_value(i, plan.new)? {
+        return Ok(false);
+    }
+    let area = pm.value_area_mut(i)?;
+    if area.len() != plan.new || plan.new < plan.old {
+        return Err(Error::corrupted(
+            "inline value set grown in place (internal)",
+        ));
+    }
+    format::dupset_insert(area, plan.n, plan.pos, plan.start, val, fixed);
+    Ok(true)
+}
+
+/// An in-place insertion into an inline set, checked against the set before the page
+/// changes ([`DupSet::insert_plan`]).
+struct InsertPlan {
+    /// Values in the set.
+    n: usize,
+    /// Index of the new value.
+    pos: usize,
+    /// Where value `pos` starts in the data.
+    start: usize,
+    /// Bytes of the set before and after.
+    old: usize,
+    new: usize,
+}
+
+/// The leaf slot of `key`'s node, found at `at` by a read-only search, made writable: `at`
+/// itself when the leaf is dirty, else after a copy-on-write descent.
+fn writable_leaf<W: PageWriter + ?Sized>(
+    w: &mut W,
+    rec: &mut DbRecord,
+    kcmp: &KeyCmp,
+    key: &[u8],
+    at: (u64, usize),
+) -> Result<(u64, usize)> {
+    if w.is_dirty(at.0) {
+        return Ok(at);
+    }
+    match insert::touch_leaf(w, rec, kcmp, key)? {
+        Some((pg, i, true)) => Ok((pg, i)),
+        _ => Err(Error::corrupted(
+            "a key found by a search is gone (internal)",
+        )),
+    }
+}
+
+/// Removes value `pos` from the inline set (of three values or more) of the node at slot
+/// `at.1` of the dirty leaf `at.0`: the values after it move down by a memmove and the node
+/// shrinks in place.
+fn remove_in_place<W: PageWriter + ?Sized>(
+    w: &mut W,
+    (pgno, i): (u64, usize),
+    pos: usize,
+    fixed: bool,
+) -> Result<()> {
+    let mut pm = format::PageMut::new(w.page_mut(pgno)?);
+    let (n, span) = {
+        let v = pm.view();
+        let node = v.node(i)?;
+        if node.flags & NF_DUPS == 0 {
+            return Err(Error::corrupted("inline value set moved (internal)"));
+        }
+        let set = DupSet::new(node.val, fixed)?;
+        if set.len() < 3 {
+            return Err(Error::corrupted("inline value set shrank (internal)"));
+        }
+        (set.len(), set.remove_plan(pos)?)
+    };
+    let area = pm.value_area_mut(i)?;
+    let new = format::dupset_remove(area, n, pos, span, fixed);
+    pm.shrink_value(i, new)
 }
 
 /// Makes `val` the only value of `key`: a plain node (on overflow pages if large).
@@ -576,12 +685,8 @@ pub fn delete_pair_ordered<W: PageWriter + ?Sized>(
                 scratch.extend_from_slice(set.get(1 - pos)?);
                 store_one(w, rec, kcmp, key, scratch)?;
             } else {
-                let mut bld = DupSetBuilder::new(scratch, set.len() - 1, ord.fixed);
-                for j in (0..set.len()).filter(|&j| j != pos) {
-                    bld.push(set.get(j)?);
-                }
-                let len = scratch.len();
-                insert::put_node(w, rec, kcmp, key, Some(scratch), len, Mode::Upsert, NF_DUPS)?;
+                let at = writable_leaf(w, rec, kcmp, key, (pgno, i))?;
+                remove_in_place(w, at, pos, ord.fixed)?;
             }
         }
         Form::Tree(mut sub) => {
