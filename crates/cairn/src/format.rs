@@ -1464,13 +1464,13 @@ pub fn lock_slot_word(i: usize, w: usize) -> usize {
 mod tests {
     use super::*;
 
-    fn leaf(ps: usize) -> Vec<u8> {
+    pub(super) fn leaf(ps: usize) -> Vec<u8> {
         let mut b = vec![0u8; ps];
         PageMut::init(&mut b, KIND_LEAF, true);
         b
     }
 
-    fn node_in<'a>(key: &'a [u8], val: &'a [u8]) -> NodeIn<'a> {
+    pub(super) fn node_in<'a>(key: &'a [u8], val: &'a [u8]) -> NodeIn<'a> {
         NodeIn {
             flags: 0,
             key,
@@ -1479,7 +1479,7 @@ mod tests {
         }
     }
 
-    fn contents(b: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    pub(super) fn contents(b: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
         let p = Page::new(b, 1).unwrap();
         (0..p.nkeys())
             .map(|i| {

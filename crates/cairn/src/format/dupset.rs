@@ -357,32 +357,9 @@ impl<'b> DupSetBuilder<'b> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::{NodeIn, Page, KIND_LEAF, NODE_HDR, SLOT, SLOTS_AT};
-
-    fn leaf(ps: usize) -> Vec<u8> {
-        let mut b = vec![0u8; ps];
-        PageMut::init(&mut b, KIND_LEAF, true);
-        b
-    }
-
-    fn node_in<'a>(key: &'a [u8], val: &'a [u8]) -> NodeIn<'a> {
-        NodeIn {
-            flags: 0,
-            key,
-            val,
-            vlen: val.len() as u32,
-        }
-    }
-
-    fn contents(b: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let p = Page::new(b, 1).unwrap();
-        (0..p.nkeys())
-            .map(|i| {
-                let n = p.node(i).unwrap();
-                (n.key.to_vec(), n.val.to_vec())
-            })
-            .collect()
-    }
+    // The page helpers of format.rs's tests.
+    use crate::format::tests::{contents, leaf, node_in};
+    use crate::format::{Page, NODE_HDR, SLOT, SLOTS_AT};
 
     /// A value area grows in place (the nodes below it move down, compacting first when the
     /// free bytes are scattered) and shrinks in place; a growth the page cannot hold is
