@@ -1,7 +1,8 @@
 //! Profiling aid for DUPFIXED sorted duplicates (packed sub-tree leaves): N 8-byte values over
 //! 1,000 keys (16-byte decimal keys; each value is its pair number, big-endian) inserted in
 //! random order, 10,000 per write transaction; every key's values iterated one by one, then
-//! chunk by chunk (GET_MULTIPLE / NEXT_MULTIPLE); half of the pairs deleted one by one in
+//! chunk by chunk (GET_MULTIPLE / NEXT_MULTIPLE; one cursor, then a cursor per key as the
+//! benchmark harness does: `work_multiple_fresh`); half of the pairs deleted one by one in
 //! random order, 10,000 per transaction. Prints each phase's time, the database's page counts
 //! and the size of a compacted copy after the inserts and after the deletes. Each phase runs
 //! in a function named `work_*`, so that callgrind can count one alone:
@@ -89,6 +90,25 @@ fn work_multiple(env: &Env, db: Database) -> cairn::Result<u64> {
     Ok(n)
 }
 
+/// `work_multiple` as the benchmark harness runs it: a new cursor for each key.
+#[inline(never)]
+fn work_multiple_fresh(env: &Env, db: Database) -> cairn::Result<u64> {
+    let r = env.read_txn()?;
+    let mut n = 0;
+    for k in 0..KEYS {
+        let mut c = r.cursor(db)?;
+        if c.set(&dec(k))?.is_none() {
+            continue;
+        }
+        let mut chunk = c.get_multiple()?;
+        while let Some((_, vals)) = chunk {
+            n += vals.len() as u64 / 8;
+            chunk = c.next_multiple()?;
+        }
+    }
+    Ok(n)
+}
+
 #[inline(never)]
 fn work_delete(env: &Env, db: Database, order: &[u64]) -> cairn::Result<()> {
     batches(env, order, |w, i| {
@@ -146,6 +166,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let chunked = work_multiple(&env, db)?;
     let multiple = t.elapsed();
     assert_eq!(chunked, n);
+    assert_eq!(work_multiple_fresh(&env, db)?, n);
     let del = permutation(n, 0x2545_F491_4F6C_DD1D);
     let t = std::time::Instant::now();
     work_delete(&env, db, &del[..(n / 2) as usize])?;
