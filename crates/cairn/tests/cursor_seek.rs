@@ -106,3 +106,81 @@ fn set_on_a_positioned_cursor_answers_as_a_fresh_one() {
         assert_eq!(c.current().unwrap().unwrap().1, &vals[vals.len() - 1][..]);
     }
 }
+
+/// The same shortcut under the other key orders (bytes compared from the end, native
+/// integers): a positioned cursor's SET, SET_RANGE and the step after them answer as a fresh
+/// cursor's, the fresh cursor (a descent from the root) being the oracle.
+#[test]
+#[allow(
+    clippy::host_endian_bytes,
+    reason = "INTEGER_KEY keys are native integers, as in LMDB"
+)]
+fn set_on_a_positioned_cursor_under_other_key_orders() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::options().max_dbs(4).open(dir.path()).unwrap();
+    let mut w = env.write_txn().unwrap();
+    let rev = w
+        .create_db(Some("rev"), DbFlags::CREATE | DbFlags::REVERSE_KEY)
+        .unwrap();
+    let int = w
+        .create_db(Some("int"), DbFlags::CREATE | DbFlags::INTEGER_KEY)
+        .unwrap();
+    let n = 4000u64;
+    // Keys whose order differs from their bytes' order: the last byte varies fastest under
+    // REVERSE_KEY, the low byte is first in memory under INTEGER_KEY.
+    let rkey = |i: u64| {
+        (i * 2)
+            .to_be_bytes()
+            .iter()
+            .rev()
+            .copied()
+            .collect::<Vec<u8>>()
+    };
+    let ikey = |i: u64| (i * 2).to_ne_bytes().to_vec();
+    for i in 0..n {
+        w.put(rev, &rkey(i), &i.to_le_bytes(), PutFlags::empty())
+            .unwrap();
+        w.put(int, &ikey(i), &i.to_le_bytes(), PutFlags::empty())
+            .unwrap();
+    }
+    w.commit().unwrap();
+    let r = env.read_txn().unwrap();
+    let probes: Vec<u64> = (0..2 * n + 2)
+        .chain(shuffled(2 * n + 2, 0x2545_F491_4F6C_DD1D))
+        .chain((0..2 * n + 2).rev())
+        .collect();
+    for (db, make) in [(rev, &rkey as &dyn Fn(u64) -> Vec<u8>), (int, &ikey)] {
+        let mut c = r.cursor(db).unwrap();
+        let mut cr = r.cursor(db).unwrap();
+        let mut hits = 0;
+        for &p in &probes {
+            // Even probes are the keys (present below 2n); odd ones flip the number's lowest
+            // bit: absent, between two present keys.
+            let mut k = make(p / 2);
+            if p % 2 == 1 {
+                let low = if db == int && cfg!(target_endian = "big") {
+                    k.len() - 1
+                } else {
+                    0
+                };
+                k[low] ^= 1;
+            }
+            let fresh = r.cursor(db).unwrap().set(&k).unwrap();
+            let got = c.set(&k).unwrap();
+            assert_eq!(got, fresh, "set {p}");
+            if got.is_some() {
+                hits += 1;
+                let fresh_next = {
+                    let mut f = r.cursor(db).unwrap();
+                    f.set(&k).unwrap();
+                    f.next().unwrap()
+                };
+                assert_eq!(c.next().unwrap(), fresh_next, "next after set {p}");
+            }
+            let fresh = r.cursor(db).unwrap().set_range(&k).unwrap();
+            assert_eq!(cr.set_range(&k).unwrap(), fresh, "set_range {p}");
+        }
+        // Every key is found by each of the three passes.
+        assert_eq!(hits, 3 * n);
+    }
+}
