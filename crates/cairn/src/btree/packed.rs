@@ -13,8 +13,8 @@
 //!   at its end keeps the left leaf full and starts the right one with the new value.
 
 use super::{
-    build_page, count_page, delete, hinted, insert, touch_branches, touch_path, tree_page,
-    OwnedNode, PageSource, PageWriter, Path, MAX_DEPTH,
+    build_page, count_page, delete, hinted, insert, search, touch_branches, touch_path, tree_page,
+    OwnedNode, PageSource, PageWriter, Path,
 };
 use crate::error::{Error, Result};
 use crate::format::{
@@ -65,23 +65,9 @@ fn find<S: PageSource + ?Sized>(
     sub: &DbRecord,
     cmp: &KeyCmp,
     val: &[u8],
-    mut path: Option<&mut Path>,
+    path: Option<&mut Path>,
 ) -> Result<(u64, usize, bool)> {
-    let depth = usize::from(sub.depth);
-    if sub.root == 0 || depth == 0 || depth > MAX_DEPTH {
-        return Err(Error::corrupted(
-            "empty or too deep sorted-duplicates sub-tree",
-        ));
-    }
-    let mut pg = sub.root;
-    for _ in 1..depth {
-        let p = tree_page(src, pg)?;
-        let i = p.child_index(val, cmp)?;
-        if let Some(path) = path.as_deref_mut() {
-            path.push((pg, i))?;
-        }
-        pg = p.child(i)?;
-    }
+    let pg = search::leaf_level(src, sub, cmp, val, path)?;
     let (i, exact) = leaf(src, pg, value_size(sub))?.lower_bound(val, cmp);
     Ok((pg, i, exact))
 }

@@ -34,23 +34,48 @@ pub(crate) fn find_leaf_path<'a, S: PageSource + ?Sized>(
     rec: &DbRecord,
     cmp: &KeyCmp,
     key: &[u8],
-    mut path: Option<&mut Path>,
+    path: Option<&mut Path>,
 ) -> Result<Option<(u64, Page<'a>, usize, bool)>> {
     if rec.root == 0 {
         return Ok(None);
     }
+    let pgno = leaf_level(src, rec, cmp, key, path)?;
+    let p = tree_page(src, pgno)?;
+    if !p.is_leaf() {
+        return Err(Error::corrupted(format!(
+            "page {pgno}: a branch at the leaf level of a tree of depth {}",
+            rec.depth
+        )));
+    }
+    let (i, exact) = p.lower_bound(key, cmp, 0)?;
+    Ok(Some((pgno, p, i, exact)))
+}
+
+/// The read-only descent through the branches of a non-empty tree: the page at the leaf level
+/// where `key` belongs, unread (a node leaf, or a packed leaf in a DUPFIXED sub-tree,
+/// `packed::find`), recording each branch and the slot taken there in `path` when given.
+#[inline]
+pub(crate) fn leaf_level<S: PageSource + ?Sized>(
+    src: &S,
+    rec: &DbRecord,
+    cmp: &KeyCmp,
+    key: &[u8],
+    mut path: Option<&mut Path>,
+) -> Result<u64> {
+    let depth = usize::from(rec.depth);
+    if rec.root == 0 || depth == 0 || depth > MAX_DEPTH {
+        return Err(Error::corrupted(format!(
+            "tree of depth {depth} with root {}",
+            rec.root
+        )));
+    }
     let mut pgno = rec.root;
-    let depth = usize::from(rec.depth).min(MAX_DEPTH);
-    for level in 1..=depth {
+    for level in 1..depth {
         let p = tree_page(src, pgno)?;
-        if p.is_leaf() != (level == depth) {
-            return Err(Error::corrupted(format!(
-                "page {pgno} at level {level} of a tree of depth {depth}"
-            )));
-        }
         if p.is_leaf() {
-            let (i, exact) = p.lower_bound(key, cmp, 0)?;
-            return Ok(Some((pgno, p, i, exact)));
+            return Err(Error::corrupted(format!(
+                "page {pgno}: a leaf at level {level} of a tree of depth {depth}"
+            )));
         }
         let i = p.child_index(key, cmp)?;
         if let Some(path) = path.as_deref_mut() {
@@ -58,10 +83,7 @@ pub(crate) fn find_leaf_path<'a, S: PageSource + ?Sized>(
         }
         pgno = p.child(i)?;
     }
-    Err(Error::corrupted(format!(
-        "tree of depth {depth} with root {}",
-        rec.root
-    )))
+    Ok(pgno)
 }
 
 /// The value stored under `key`.
