@@ -27,19 +27,25 @@ const BATCH: usize = 10_000;
 /// Passes of the iteration phase.
 const ITER_PASSES: u64 = 3;
 
+/// A pair: the key, the value in a buffer, the value's length.
+type Pair = ([u8; 16], [u8; 16], usize);
+
 /// Pair `i`: key `i % KEYS`, value `i` (so a key's values are unique and its values interleave
-/// with every other key's in insertion order).
-fn pair(i: u64) -> ([u8; 16], [u8; 16]) {
-    (dec_key(i % KEYS), dec_key(i))
+/// with every other key's in insertion order), as 16 decimal digits.
+fn pair(i: u64) -> Pair {
+    (dec_key(i % KEYS), dec_key(i), 16)
 }
 
-/// Pair `i` of the DUPFIXED database: key `i % KEYS`, value `i` as a native 8-byte integer.
+/// Pair `i` of the DUPFIXED database: key `i % KEYS`, value `i` as a native 8-byte integer
+/// (the first 8 bytes of the buffer).
 #[allow(
     clippy::host_endian_bytes,
     reason = "INTEGERDUP values are native-endian integers by definition"
 )]
-fn fixed_pair(i: u64) -> ([u8; 16], [u8; 8]) {
-    (dec_key(i % KEYS), i.to_ne_bytes())
+fn fixed_pair(i: u64) -> Pair {
+    let mut v = [0u8; 16];
+    v[..8].copy_from_slice(&i.to_ne_bytes());
+    (dec_key(i % KEYS), v, 8)
 }
 
 /// Writes the pairs of `order` with `op`, `BATCH` per transaction.
@@ -73,74 +79,149 @@ fn iterate(db: &dyn engines::Engine) -> Result<u64> {
     Ok(n)
 }
 
-pub fn dups(s: &mut Scratch, p: &Params, out: &mut Output) -> Result<()> {
-    let n = p.records.max(KEYS);
-    out.phase = "open";
-    let dir = s.fresh_dir("dups")?;
-    let db = engines::open_dups(s.cfg, &dir).with_context(|| format!("opening {dir:?}"))?;
+/// One database layout of the suite: how it opens, what pair `i` is, how its values are read
+/// back, and the ids, labels and seeds of its rows.
+struct Layout {
+    open: fn(&engines::Config, &std::path::Path) -> Result<Box<dyn engines::Engine>>,
+    dir: &'static str,
+    pair: fn(u64) -> Pair,
+    iterate: fn(&dyn engines::Engine) -> Result<u64>,
+    /// Phases, also the rows' ids: open, insert, file size, iterate, delete.
+    ids: [&'static str; 5],
+    /// Label prefixes: of the insert row, of the other rows.
+    first: &'static str,
+    rest: &'static str,
+    /// How the iteration reads the values.
+    how: &'static str,
+    /// Seeds of the insert and delete orders; the deleted half is `i % 2 == parity`.
+    seeds: (u64, u64),
+    parity: u32,
+}
 
-    out.phase = "dup-insert";
-    let order = permutation(n, 41);
+const LAYOUTS: [Layout; 2] = [
+    Layout {
+        open: engines::open_dups,
+        dir: "dups",
+        pair,
+        iterate,
+        ids: [
+            "open",
+            "dup-insert",
+            "dup-size",
+            "dup-iterate",
+            "dup-delete",
+        ],
+        first: "",
+        rest: "",
+        how: "(SET_KEY + NEXT_DUP)",
+        seeds: (41, 43),
+        parity: 0,
+    },
+    Layout {
+        open: engines::open_dupfixed,
+        dir: "dupfixed",
+        pair: fixed_pair,
+        iterate: iterate_chunks,
+        ids: [
+            "open dupfixed",
+            "dupfixed-insert",
+            "dupfixed-size",
+            "dupfixed-iterate",
+            "dupfixed-delete",
+        ],
+        first: "DUPFIXED 8-byte integer values: ",
+        rest: "DUPFIXED: ",
+        how: "in bulk (GET_MULTIPLE + NEXT_MULTIPLE)",
+        seeds: (47, 53),
+        parity: 1,
+    },
+];
+
+pub fn dups(s: &mut Scratch, p: &Params, out: &mut Output) -> Result<()> {
+    for l in &LAYOUTS {
+        phases(s, p, out, l)?;
+    }
+    Ok(())
+}
+
+/// Insert, iterate and delete half over the database of layout `l`.
+fn phases(s: &mut Scratch, p: &Params, out: &mut Output, l: &Layout) -> Result<()> {
+    let n = p.records.max(KEYS);
+    let [open, insert, size, iter, delete] = l.ids;
+    out.phase = open;
+    let dir = s.fresh_dir(l.dir)?;
+    let db = (l.open)(s.cfg, &dir).with_context(|| format!("opening {dir:?}"))?;
+
+    out.phase = insert;
+    let order = permutation(n, l.seeds.0);
     let t = Instant::now();
     batches(&*db, &order, &mut |w, i| {
-        let (k, v) = pair(i);
-        w.put(&k, &v)
+        let (k, v, len) = (l.pair)(i);
+        w.put(&k, &v[..len])
     })?;
     db.sync()?;
     out.rate(
-        "dup-insert",
-        format!("insert N pairs over {KEYS} keys, random order, {BATCH} per txn"),
+        insert,
+        format!(
+            "{}insert N pairs over {KEYS} keys, random order, {BATCH} per txn",
+            l.first
+        ),
         n,
         t.elapsed(),
     );
     out.size(
-        "dup-size",
-        "file size after the inserts".into(),
+        size,
+        format!("{}file size after the inserts", l.rest),
         disk_bytes(&dir)?,
     );
 
-    out.phase = "dup-iterate";
+    out.phase = iter;
     // Three passes: one pass of a million values takes a tenth of a second, too short to time
     // well on a busy machine.
     let t = Instant::now();
     let mut seen = 0;
     for _ in 0..ITER_PASSES {
-        let got = iterate(&*db)?;
-        ensure!(got == n, "iterated {got} pairs, inserted {n}");
+        let got = (l.iterate)(&*db)?;
+        ensure!(got == n, "iterated {got} values, inserted {n}");
         seen += got;
     }
     out.rate(
-        "dup-iterate",
-        format!("iterate every key's values (SET_KEY + NEXT_DUP), one read txn, x{ITER_PASSES}"),
+        iter,
+        format!(
+            "{}iterate every key's values {}, one read txn, x{ITER_PASSES}",
+            l.rest, l.how
+        ),
         seen,
         t.elapsed(),
     );
 
-    out.phase = "dup-delete";
-    let half: Vec<u32> = permutation(n, 43)
+    out.phase = delete;
+    let half: Vec<u32> = permutation(n, l.seeds.1)
         .into_iter()
-        .filter(|i| i % 2 == 0)
+        .filter(|i| i % 2 == l.parity)
         .collect();
     let t = Instant::now();
     batches(&*db, &half, &mut |w, i| {
-        let (k, v) = pair(i);
-        ensure!(w.delete_pair(&k, &v)?, "pair {i} missing at delete");
+        let (k, v, len) = (l.pair)(i);
+        ensure!(w.delete_pair(&k, &v[..len])?, "pair {i} missing at delete");
         Ok(())
     })?;
     db.sync()?;
     out.rate(
-        "dup-delete",
-        format!("delete half of the pairs one by one, random order, {BATCH} per txn"),
+        delete,
+        format!(
+            "{}delete half of the pairs one by one, random order, {BATCH} per txn",
+            l.rest
+        ),
         half.len() as u64,
         t.elapsed(),
     );
-    let left = iterate(&*db)?;
+    let left = (l.iterate)(&*db)?;
     ensure!(
         left == n - half.len() as u64,
         "{left} pairs left after the deletes"
     );
-    s.discard(db, &dir)?;
-    dupfixed(s, p, out)
+    s.discard(db, &dir)
 }
 
 /// Reads every value of every key in bulk (runs of packed 8-byte values) in one read
@@ -169,78 +250,4 @@ fn iterate_chunks(db: &dyn engines::Engine) -> Result<u64> {
     black_box(sum);
     ensure!(whole, "a bulk read handed out a partial value");
     Ok(n)
-}
-
-/// The three phases over fixed-size values stored packed.
-fn dupfixed(s: &mut Scratch, p: &Params, out: &mut Output) -> Result<()> {
-    let n = p.records.max(KEYS);
-    out.phase = "open dupfixed";
-    let dir = s.fresh_dir("dupfixed")?;
-    let db = engines::open_dupfixed(s.cfg, &dir).with_context(|| format!("opening {dir:?}"))?;
-
-    out.phase = "dupfixed-insert";
-    let order = permutation(n, 47);
-    let t = Instant::now();
-    batches(&*db, &order, &mut |w, i| {
-        let (k, v) = fixed_pair(i);
-        w.put(&k, &v)
-    })?;
-    db.sync()?;
-    out.rate(
-        "dupfixed-insert",
-        format!(
-            "DUPFIXED 8-byte integer values: insert N pairs over {KEYS} keys, random order, \
-             {BATCH} per txn"
-        ),
-        n,
-        t.elapsed(),
-    );
-    out.size(
-        "dupfixed-size",
-        "DUPFIXED: file size after the inserts".into(),
-        disk_bytes(&dir)?,
-    );
-
-    out.phase = "dupfixed-iterate";
-    let t = Instant::now();
-    let mut seen = 0;
-    for _ in 0..ITER_PASSES {
-        let got = iterate_chunks(&*db)?;
-        ensure!(got == n, "iterated {got} values in bulk, inserted {n}");
-        seen += got;
-    }
-    out.rate(
-        "dupfixed-iterate",
-        format!(
-            "DUPFIXED: iterate every key's values in bulk (GET_MULTIPLE + NEXT_MULTIPLE), one \
-             read txn, x{ITER_PASSES}"
-        ),
-        seen,
-        t.elapsed(),
-    );
-
-    out.phase = "dupfixed-delete";
-    let half: Vec<u32> = permutation(n, 53)
-        .into_iter()
-        .filter(|i| i % 2 == 1)
-        .collect();
-    let t = Instant::now();
-    batches(&*db, &half, &mut |w, i| {
-        let (k, v) = fixed_pair(i);
-        ensure!(w.delete_pair(&k, &v)?, "pair {i} missing at delete");
-        Ok(())
-    })?;
-    db.sync()?;
-    out.rate(
-        "dupfixed-delete",
-        format!("DUPFIXED: delete half of the pairs one by one, random order, {BATCH} per txn"),
-        half.len() as u64,
-        t.elapsed(),
-    );
-    let left = iterate_chunks(&*db)?;
-    ensure!(
-        left == n - half.len() as u64,
-        "{left} pairs left after the deletes"
-    );
-    s.discard(db, &dir)
 }
