@@ -133,26 +133,36 @@ pub(crate) fn touch_path<W: PageWriter + ?Sized>(
             "search path does not start at the root (internal)",
         ));
     }
-    let mut parent: Option<(u64, usize)> = None;
-    for k in 0..=path.len {
-        let old = if k < path.len { path.at(k).0 } else { leaf };
-        let new = w.touch(old)?;
-        match parent {
-            None => rec.root = new,
-            Some((pp, slot)) if new != old => {
-                format::PageMut::new(w.page_mut(pp)?)
-                    .value_area_mut(slot)?
-                    .copy_from_slice(&new.to_le_bytes());
-            }
-            Some(_) => {}
-        }
-        if k == path.len {
-            return Ok(new);
-        }
+    let mut parent = None;
+    for k in 0..path.len {
+        let (old, slot) = path.at(k);
+        let new = touch_under(w, rec, parent, old)?;
         path.set_page(k, new);
-        parent = Some((new, path.at(k).1));
+        parent = Some((new, slot));
     }
-    unreachable!("the loop returns at the leaf")
+    touch_under(w, rec, parent, leaf)
+}
+
+/// Makes page `pg` writable below `parent` (its dirty parent and the slot pointing at it;
+/// None: `pg` is the root), pointing the parent (or the record) at the copy if one was made;
+/// returns the page's writable number.
+fn touch_under<W: PageWriter + ?Sized>(
+    w: &mut W,
+    rec: &mut DbRecord,
+    parent: Option<(u64, usize)>,
+    pg: u64,
+) -> Result<u64> {
+    let new = w.touch(pg)?;
+    match parent {
+        None => rec.root = new,
+        Some((pp, slot)) if new != pg => {
+            format::PageMut::new(w.page_mut(pp)?)
+                .value_area_mut(slot)?
+                .copy_from_slice(&new.to_le_bytes());
+        }
+        Some(_) => {}
+    }
+    Ok(new)
 }
 
 /// The copy-on-write descent of every change: makes each page from the root to the leaf where
@@ -197,8 +207,7 @@ pub(crate) fn touch_branches<W: PageWriter + ?Sized>(
             rec.root
         )));
     }
-    let mut pg = w.touch(rec.root)?;
-    rec.root = pg;
+    let mut pg = touch_under(w, rec, None, rec.root)?;
     for _ in 1..depth {
         let p = tree_page(w, pg)?;
         let i = if append {
@@ -208,13 +217,7 @@ pub(crate) fn touch_branches<W: PageWriter + ?Sized>(
         };
         let child = p.child(i)?;
         path.push((pg, i))?;
-        let nc = w.touch(child)?;
-        if nc != child {
-            format::PageMut::new(w.page_mut(pg)?)
-                .value_area_mut(i)?
-                .copy_from_slice(&nc.to_le_bytes());
-        }
-        pg = nc;
+        pg = touch_under(w, rec, Some((pg, i)), child)?;
     }
     Ok(pg)
 }
