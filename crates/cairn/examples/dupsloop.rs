@@ -58,6 +58,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     work_insert(&env, db, &order)?;
     env.sync()?;
     let insert = t.elapsed();
+    let st = env.read_txn()?.stat(db)?;
+    eprintln!(
+        "after the inserts: depth {}, {} branch and {} leaf pages (sub-trees included)",
+        st.depth, st.branch_pages, st.leaf_pages
+    );
     let t = std::time::Instant::now();
     let seen = work_iterate(&env, db)?;
     let iterate = t.elapsed();

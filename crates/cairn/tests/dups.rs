@@ -729,6 +729,51 @@ fn fixed_values_are_stored_packed() {
     }
 }
 
+/// Keys whose value sets grow together and then all move out to sub-trees leave the main
+/// tree compact: while the sets grow inline (~1 KB each) the main leaves split down to a few
+/// keys each; when a set moves out its node shrinks to a sub-tree record, and the leaf is
+/// merged with a sibling as after a delete. 600 keys, their values put round-robin until each
+/// key holds one sub-tree leaf: without the merge the main tree kept ~200 leaves of three
+/// records and a third level; merged, its records (~75 bytes each) fill ~11 pages.
+#[test]
+fn main_tree_stays_compact_when_sets_move_out() {
+    const KEYS: u64 = 600;
+    for (extra, per_key, size) in [(DbFlags::empty(), 80u64, 16), (DbFlags::DUP_FIXED, 200, 8)] {
+        let (_dir, env, db) = dup_env(extra);
+        let mut w = env.write_txn().unwrap();
+        for v in 0..per_key {
+            for k in 0..KEYS {
+                let val = format!("{:0size$}", v * KEYS + k);
+                w.put(
+                    db,
+                    format!("key{k:06}").as_bytes(),
+                    val.as_bytes(),
+                    PutFlags::empty(),
+                )
+                .unwrap();
+            }
+            if v % 10 == 9 {
+                w.commit().unwrap();
+                w = env.write_txn().unwrap();
+            }
+        }
+        w.commit().unwrap();
+        let r = env.read_txn().unwrap();
+        let st = r.stat(db).unwrap();
+        assert_eq!(st.entries, KEYS * per_key);
+        // Each key's values fit one sub-tree leaf (no sub-tree branches), so the branch pages
+        // are the main tree's and the leaves beyond one per key are its leaves.
+        let main_leaves = st.leaf_pages - KEYS;
+        assert!(
+            st.depth == 2 && main_leaves <= 45,
+            "{extra:?}: depth {}, {main_leaves} main leaves, {} branch pages",
+            st.depth,
+            st.branch_pages
+        );
+        assert!(r.check().unwrap().is_ok());
+    }
+}
+
 /// The write cursor over a DUP_FIXED sub-tree (packed leaves): it walks the values, deletes
 /// every other one under it, puts new ones through itself, and GET_BOTH finds them.
 #[test]
