@@ -5,7 +5,7 @@
 //! that callgrind can count one alone:
 //!
 //!     valgrind --tool=callgrind --toggle-collect='dupsloop::work_insert' \
-//!         target/release/examples/dupsloop 200000 [durable|lazy]
+//!         target/release/examples/dupsloop 200000 [durable|lazy] [lazy flush: MiB | <n>ms]
 use cairn::{Database, DbFlags, Durability, Env, PutFlags};
 
 #[path = "support/pairs.rs"]
@@ -45,11 +45,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("lazy") => Durability::Lazy,
         _ => Durability::Durable,
     };
+    // Optional: the lazy mode's automatic flush, "<MiB>" written or "<ms>ms" elapsed since
+    // the last flush (0: none); the defaults otherwise.
     let dir = tempfile::tempdir()?;
-    let env = Env::options()
-        .map_reserve(1 << 32)
-        .durability(durability)
-        .open(dir.path())?;
+    let mut opts = Env::options().map_reserve(1 << 32).durability(durability);
+    if let Some(a) = args.next() {
+        let (bytes, period) = match a.strip_suffix("ms") {
+            Some(ms) => (None, Some(std::time::Duration::from_millis(ms.parse()?))),
+            None => (Some(a.parse::<u64>()? << 20), None),
+        };
+        opts = opts
+            .sync_every_bytes(bytes.filter(|&b| b > 0))
+            .sync_every(period.filter(|p| !p.is_zero()));
+    }
+    let env = opts.open(dir.path())?;
     let mut w = env.write_txn()?;
     let db = w.create_db(None, DbFlags::DUP_SORT | DbFlags::CREATE)?;
     w.commit()?;
@@ -60,8 +69,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let insert = t.elapsed();
     let st = env.read_txn()?.stat(db)?;
     eprintln!(
-        "after the inserts: depth {}, {} branch and {} leaf pages (sub-trees included)",
-        st.depth, st.branch_pages, st.leaf_pages
+        "after the inserts: depth {}, {} branch and {} leaf pages (sub-trees included), file {:.1} MiB",
+        st.depth,
+        st.branch_pages,
+        st.leaf_pages,
+        std::fs::metadata(dir.path().join("data.cairn"))?.len() as f64 / (1 << 20) as f64
     );
     let t = std::time::Instant::now();
     let seen = work_iterate(&env, db)?;

@@ -2,7 +2,7 @@
 //! transaction by default) against Cairn alone. Not a benchmark (the harness in bench/ is); run it under
 //! `perf record` or callgrind to see where a write transaction spends its time.
 //!
-//!   cargo run --release -p cairn --example fillrandom -- [records] [durable|lazy] [nosync|sync] [puts per txn]
+//!   cargo run --release -p cairn --example fillrandom -- [records] [durable|lazy] [sync|nosync|<MiB>|<ms>ms] [puts per txn]
 
 use cairn::{Durability, Env, PutFlags};
 use std::time::Instant;
@@ -17,15 +17,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("durable") => Durability::Durable,
         _ => Durability::Lazy,
     };
-    let sync_bytes = match args.next().as_deref() {
-        Some("nosync") => None,
-        _ => Some(cairn::DEFAULT_SYNC_BYTES),
-    };
+    // The lazy mode's automatic flush: "nosync" (none), "<MiB>" written or "<ms>ms" elapsed
+    // since the last flush; the defaults otherwise.
+    let (mut sync_bytes, mut sync_period) = (Some(cairn::DEFAULT_SYNC_BYTES), None);
+    match args.next().as_deref() {
+        Some("nosync") => sync_bytes = None,
+        Some(a) if a.ends_with("ms") => {
+            sync_bytes = None;
+            sync_period = Some(std::time::Duration::from_millis(
+                a.trim_end_matches("ms").parse()?,
+            ));
+        }
+        Some(a) if a.parse::<u64>().is_ok() => sync_bytes = Some(a.parse::<u64>()? << 20),
+        _ => {}
+    }
     let batch: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
     let dir = tempfile::tempdir()?;
     let env = Env::options()
         .durability(durability)
         .sync_every_bytes(sync_bytes)
+        .sync_every(sync_period)
         .map_reserve(1 << 32)
         .open(dir.path())?;
     let db = env.main_db();

@@ -11,7 +11,6 @@ use crate::env::{Durability, Env};
 use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, KeyCmp, Meta, SECTOR};
 use crate::txn::RoTxn;
-use std::io::Write;
 use std::path::Path;
 
 pub(crate) fn copy(txn: &RoTxn<'_>, dest: &Path, compact: bool) -> Result<()> {
@@ -31,7 +30,7 @@ pub(crate) fn copy(txn: &RoTxn<'_>, dest: &Path, compact: bool) -> Result<()> {
     let snap = txn.snapshot();
     let m = &snap.meta;
     let ps = m.page_size as u64;
-    let mut f = std::fs::OpenOptions::new()
+    let f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(dest)
@@ -45,15 +44,16 @@ pub(crate) fn copy(txn: &RoTxn<'_>, dest: &Path, compact: bool) -> Result<()> {
     };
     let mut page0 = vec![0u8; ps as usize];
     page0[..SECTOR].copy_from_slice(&meta.encode());
-    f.write_all(&page0)
-        .map_err(|e| Error::io("writing the copy", e))?;
+    // Written through `os::pwritev_all` (16 KiB calls), as commits are, so that the copy's
+    // cached pages are not large folios that slow the first writer to open it (docs/design.md,
+    // "Commit", step 4).
+    crate::os::pwritev_all(&f, 0, &[&page0]).map_err(|e| Error::io("writing the copy", e))?;
     let chunk = 256u64;
     let mut pg = 1;
     while pg < m.npages {
         let n = chunk.min(m.npages - pg);
         let b = snap.storage.bytes(pg * ps, (n * ps) as usize)?;
-        f.write_all(b)
-            .map_err(|e| Error::io("writing the copy", e))?;
+        crate::os::pwritev_all(&f, pg * ps, &[b]).map_err(|e| Error::io("writing the copy", e))?;
         pg += n;
     }
     f.sync_all().map_err(|e| Error::io("flushing the copy", e))

@@ -152,67 +152,82 @@ impl Drop for Map {
     }
 }
 
-/// Writes all of `bufs` at `off`, looping over short writes.
+/// Most bytes one write call covers. The page cache sizes a new folio by the write that
+/// creates it, and ext4 (Linux 6.x, large folios) then pays per block of the whole folio on
+/// every later write into it (its write_begin/commit walk every buffer of the folio) and writes
+/// the whole folio back at a flush. A bulk load written in 2 MiB calls left 2 MiB folios: each
+/// later single-page commit cost ~2.7 MB of disk writes and a 512-buffer walk per page (docs/
+/// design.md, "Commit"). Writes of at most 16 KiB keep folios at four pages or fewer.
+pub const WRITE_CHUNK: usize = 16 << 10;
+
+/// Writes all of `bufs` at `off`, at most [`WRITE_CHUNK`] bytes per call, looping over short
+/// writes.
 pub fn pwritev_all(file: &File, mut off: u64, bufs: &[&[u8]]) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
-    // Group up to IOV_MAX buffers per call; fall back to pwrite on short vectored writes.
-    let mut i = 0;
-    while i < bufs.len() {
-        let group = &bufs[i..bufs.len().min(i + 512)];
-        let vec_of = |b: &&[u8]| libc::iovec {
-            iov_base: b.as_ptr() as *mut libc::c_void,
-            iov_len: b.len(),
-        };
-        // A commit's runs are mostly a page or a few: their vectors live on the stack.
-        let mut small = [libc::iovec {
+    const PARTS: usize = 8;
+    let (mut bi, mut skip) = (0usize, 0usize);
+    while bi < bufs.len() {
+        // Gather up to WRITE_CHUNK bytes (slicing a buffer larger than what is left).
+        let mut parts: [&[u8]; PARTS] = [&[]; PARTS];
+        let (mut n, mut len) = (0usize, 0usize);
+        while bi < bufs.len() && n < PARTS && len < WRITE_CHUNK {
+            let rest = &bufs[bi][skip..];
+            let take = rest.len().min(WRITE_CHUNK - len);
+            if take > 0 {
+                parts[n] = &rest[..take];
+                n += 1;
+                len += take;
+            }
+            if take == rest.len() {
+                bi += 1;
+                skip = 0;
+            } else {
+                skip += take;
+            }
+        }
+        if n == 0 {
+            continue;
+        }
+        let mut iov = [libc::iovec {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
-        }; 8];
-        let big: Vec<libc::iovec>;
-        let iov: &[libc::iovec] = if group.len() <= small.len() {
-            for (v, b) in small.iter_mut().zip(group) {
-                *v = vec_of(b);
+        }; PARTS];
+        for (v, b) in iov.iter_mut().zip(&parts[..n]) {
+            v.iov_base = b.as_ptr() as *mut libc::c_void;
+            v.iov_len = b.len();
+        }
+        let w = loop {
+            // SAFETY: docs/safety.md §4: every iovec points into a live borrowed buffer of
+            // the stated length; pwritev only reads them.
+            let w = unsafe {
+                libc::pwritev(
+                    file.as_raw_fd(),
+                    iov.as_ptr(),
+                    n as libc::c_int,
+                    off as libc::off_t,
+                )
+            };
+            if w >= 0 {
+                break w;
             }
-            &small[..group.len()]
-        } else {
-            big = group.iter().map(vec_of).collect();
-            &big
-        };
-        let total: usize = group.iter().map(|b| b.len()).sum();
-        // SAFETY: docs/safety.md §4: every iovec points into a live borrowed buffer of the
-        // stated length; pwritev only reads them.
-        let n = unsafe {
-            libc::pwritev(
-                file.as_raw_fd(),
-                iov.as_ptr(),
-                iov.len() as libc::c_int,
-                off as libc::off_t,
-            )
-        };
-        if n < 0 {
             let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        };
+        // A short write: finish the chunk byte-exactly with pwrite.
+        let mut done = w as usize;
+        let mut o = off + done as u64;
+        for b in &parts[..n] {
+            if done >= b.len() {
+                done -= b.len();
                 continue;
             }
-            return Err(e);
+            file.write_all_at(&b[done..], o)?;
+            o += (b.len() - done) as u64;
+            done = 0;
         }
-        let n = n as usize;
-        if n < total {
-            // Finish the group byte-exactly with pwrite.
-            let mut skip = n;
-            let mut o = off + n as u64;
-            for b in group {
-                if skip >= b.len() {
-                    skip -= b.len();
-                    continue;
-                }
-                file.write_all_at(&b[skip..], o)?;
-                o += (b.len() - skip) as u64;
-                skip = 0;
-            }
-        }
-        off += total as u64;
-        i += group.len();
+        off += len as u64;
     }
     Ok(())
 }
@@ -337,4 +352,51 @@ pub fn kill_self() -> ! {
     }
     // Unreachable in practice; abort never unwinds either.
     std::process::abort()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Buffers of every shape (empty, a sector, pages, runs longer than a chunk, many small
+    /// ones) land byte for byte where a plain concatenation would.
+    #[test]
+    fn pwritev_all_writes_what_a_concatenation_would() {
+        let shapes: &[&[usize]] = &[
+            &[4096],
+            &[0, 512, 0],
+            &[4096; 3],
+            &[4096; 9],
+            &[WRITE_CHUNK * 3 + 100],
+            &[100; 20],
+            &[1, WRITE_CHUNK - 1, 5000, 0, 70_000, 4096, 3],
+        ];
+        for (si, shape) in shapes.iter().enumerate() {
+            let dir = tempfile::tempdir().unwrap();
+            let file = File::options()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(dir.path().join("f"))
+                .unwrap();
+            let mut x = si as u8;
+            let bufs: Vec<Vec<u8>> = shape
+                .iter()
+                .map(|&n| {
+                    (0..n)
+                        .map(|_| {
+                            x = x.wrapping_mul(31).wrapping_add(7);
+                            x
+                        })
+                        .collect()
+                })
+                .collect();
+            let refs: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).collect();
+            pwritev_all(&file, 333, &refs).unwrap();
+            let got = std::fs::read(dir.path().join("f")).unwrap();
+            let want: Vec<u8> = std::iter::repeat_n(0u8, 333).chain(bufs.concat()).collect();
+            assert_eq!(got, want, "shape {shape:?}");
+        }
+    }
 }
