@@ -228,7 +228,7 @@ fn durability(flags: c_uint) -> (Durability, Option<u64>) {
     if flags & (crate::MDB_NOSYNC | crate::MDB_MAPASYNC) != 0 {
         (Durability::Lazy, None)
     } else if flags & crate::MDB_NOMETASYNC != 0 {
-        // Cairn's default periodic flush (EnvOptions::sync_every_bytes).
+        // A flush every 64 MiB written (EnvOptions::sync_every_bytes).
         (Durability::Lazy, Some(64 << 20))
     } else {
         (Durability::Durable, None)
@@ -273,6 +273,8 @@ pub unsafe extern "C" fn mdb_env_open(
             .no_subdir(nosubdir)
             .durability(dur)
             .sync_every_bytes(sync_bytes)
+            // LMDB's flags name no flush by time: only the documented 64 MiB (NOMETASYNC).
+            .sync_every(None)
             .max_size(e.mapsize);
         // The reservation is address space only; where that is limited (ulimit -v, valgrind)
         // a smaller one is tried, down to the size limit.

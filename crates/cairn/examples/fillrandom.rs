@@ -19,16 +19,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     // The lazy mode's automatic flush: "nosync" (none), "<MiB>" written or "<ms>ms" elapsed
     // since the last flush; the defaults otherwise.
-    let (mut sync_bytes, mut sync_period) = (Some(cairn::DEFAULT_SYNC_BYTES), None);
+    let (mut sync_bytes, mut sync_period) = (None, Some(cairn::DEFAULT_SYNC_PERIOD));
     match args.next().as_deref() {
-        Some("nosync") => sync_bytes = None,
+        Some("nosync") => sync_period = None,
         Some(a) if a.ends_with("ms") => {
-            sync_bytes = None;
             sync_period = Some(std::time::Duration::from_millis(
                 a.trim_end_matches("ms").parse()?,
             ));
         }
-        Some(a) if a.parse::<u64>().is_ok() => sync_bytes = Some(a.parse::<u64>()? << 20),
+        Some(a) if a.parse::<u64>().is_ok() => {
+            (sync_bytes, sync_period) = (Some(a.parse::<u64>()? << 20), None);
+        }
         _ => {}
     }
     let batch: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);

@@ -58,7 +58,7 @@ mod txn_dup;
 pub use cursor::{Cursor, CursorMut, Iter};
 pub use cursor_dup::DupIter;
 pub use db::{Database, DbFlags, PutFlags, Stat};
-pub use env::{Durability, Env, EnvInfo, EnvOptions, DEFAULT_SYNC_BYTES};
+pub use env::{Durability, Env, EnvInfo, EnvOptions, DEFAULT_SYNC_PERIOD};
 pub use error::{Error, Result};
 pub use inspect::FreeRun;
 pub use shared::ReaderInfo;
