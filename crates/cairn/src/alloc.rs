@@ -14,8 +14,9 @@
 //!   (loading re-examines every pending run against the pins of its time), and the change
 //!   holds whatever the transaction does, so it is neither persisted nor undone.
 
+use crate::pageset::PageSet;
 use crate::txn::PageMap;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// One run of free pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,7 +74,9 @@ pub fn decode_run_key(k: &[u8]) -> Option<u64> {
 #[derive(Default, Clone)]
 pub struct FreeState {
     runs: BTreeMap<u64, Run>,
-    reusable: BTreeSet<u64>,
+    /// Starts of the reusable runs: a bitmap, so that indexing costs a bit flip and the
+    /// lowest run is found without a search-tree descent per allocated page.
+    reusable: PageSet,
     /// Pending runs grouped by the pinned snapshot that blocked them at the last `release`
     /// (key 0: not examined since they became pending). A group needs another look only when
     /// its pin goes away, so `release` costs what changed, not what is pending. The lists
@@ -112,7 +115,7 @@ impl FreeState {
 
     fn unindex(&mut self, start: u64, r: &Run) {
         if r.freed == 0 {
-            self.reusable.remove(&start);
+            self.reusable.remove(start);
             self.reusable_pages -= r.len;
         } else if self.pending_group.remove(&start).is_some() {
             // Its entry in the group's list goes stale (see `pending`).
@@ -129,7 +132,7 @@ impl FreeState {
                     let old = std::mem::replace(cur, r);
                     self.reusable_pages = self.reusable_pages - old.len + r.len;
                     self.undo.push((start, Some(old)));
-                    self.dirty.push(start);
+                    self.mark_dirty(start);
                     return;
                 }
             }
@@ -147,7 +150,16 @@ impl FreeState {
             self.index(start, r);
         }
         self.undo.push((start, old));
-        self.dirty.push(start);
+        self.mark_dirty(start);
+    }
+
+    /// Records a changed key; a repeat of the last one (allocations from one run) is left
+    /// out here rather than sorted away in `take_dirty`.
+    #[inline]
+    fn mark_dirty(&mut self, start: u64) {
+        if self.dirty.last() != Some(&start) {
+            self.dirty.push(start);
+        }
     }
 
     /// Length of the undo log (a nesting mark).
@@ -179,7 +191,7 @@ impl FreeState {
     pub fn take_dirty(&mut self, out: &mut Vec<u64>) {
         out.clear();
         std::mem::swap(out, &mut self.dirty);
-        out.sort_unstable();
+        crate::radix::sort_by_page(out, |&s| s);
         out.dedup();
     }
 
@@ -206,9 +218,10 @@ impl FreeState {
     /// free tree, so the change persists as one overwrite instead of a delete and an insert.
     pub fn alloc(&mut self, n: u64) -> Option<u64> {
         let start = if n == 1 {
-            *self.reusable.first()?
+            self.reusable.first()?
         } else {
-            *self.reusable.iter().find(|s| self.runs[s].len >= n)?
+            let runs = &self.runs;
+            self.reusable.iter().find(|s| runs[s].len >= n)?
         };
         let cur = self.runs.get_mut(&start).expect("indexed runs exist");
         let r = *cur;
@@ -217,7 +230,7 @@ impl FreeState {
             cur.len -= n;
             self.reusable_pages -= n;
             self.undo.push((start, Some(r)));
-            self.dirty.push(start);
+            self.mark_dirty(start);
             return Some(start + r.len - n);
         }
         self.set(start, None);
@@ -225,28 +238,28 @@ impl FreeState {
     }
 
     /// Adds pages no snapshot can see, merging with reusable neighbours.
-    pub fn add_reusable(&mut self, mut start: u64, mut len: u64) {
-        if let Some((&ps, &pr)) = self.runs.range(..start).next_back() {
-            if pr.freed == 0 && ps + pr.len == start {
-                self.set(ps, None);
-                start = ps;
-                len += pr.len;
-            }
-        }
+    pub fn add_reusable(&mut self, start: u64, mut len: u64) {
         if let Some(nr) = self.runs.get(&(start + len)).copied() {
             if nr.freed == 0 {
                 self.set(start + len, None);
                 len += nr.len;
             }
         }
-        self.set(
-            start,
+        let reusable = |len| {
             Some(Run {
                 len,
                 birth: 0,
                 freed: 0,
-            }),
-        );
+            })
+        };
+        if let Some((&ps, &pr)) = self.runs.range(..start).next_back() {
+            if pr.freed == 0 && ps + pr.len == start {
+                // The predecessor grows under its own key: resized in place (see `set`).
+                self.set(ps, reusable(pr.len + len));
+                return;
+            }
+        }
+        self.set(start, reusable(len));
     }
 
     /// Adds pages born by `birth` and freed by the transaction `freed`; false (and nothing
@@ -285,7 +298,7 @@ impl FreeState {
         let mut ready = Vec::new();
         for g in stale {
             let mut starts = self.pending.remove(&g).unwrap_or_default();
-            starts.sort_unstable();
+            crate::radix::sort_by_page(&mut starts, |&s| s);
             starts.dedup();
             for &s in &starts {
                 if self.pending_group.get(&s) != Some(&g) {
@@ -308,12 +321,21 @@ impl FreeState {
             }
         }
         for (s, len) in ready {
-            let prev_reusable = self
-                .runs
-                .range(..s)
-                .next_back()
-                .is_some_and(|(&ps, pr)| pr.freed == 0 && ps + pr.len == s);
-            let next_reusable = self.runs.get(&(s + len)).is_some_and(|nr| nr.freed == 0);
+            // One descent, walking down from the successor's key, finds the successor, the
+            // run and its predecessor.
+            let (mut prev_reusable, mut next_reusable) = (false, false);
+            let mut released = None;
+            for (&k, r) in self.runs.range_mut(..=s + len).rev() {
+                if k == s + len {
+                    next_reusable = r.freed == 0;
+                } else if k == s {
+                    released = Some(r);
+                } else {
+                    prev_reusable = r.freed == 0 && k + r.len == s;
+                    break;
+                }
+            }
+            let cur = released.expect("listed runs exist");
             if prev_reusable || next_reusable {
                 // Merging changes keys of the free tree: a recorded, persisted change.
                 self.set(s, None);
@@ -322,7 +344,6 @@ impl FreeState {
                 // Becoming reusable in place is neither persisted nor undone: the free tree
                 // keeps the run as pending (birth, freed), which every load re-examines against
                 // the pins of its time, and an abort has no reason to pin the run again.
-                let cur = self.runs.get_mut(&s).expect("listed runs exist");
                 let old = *cur;
                 cur.freed = 0;
                 let now = *cur;
@@ -358,6 +379,161 @@ impl FreeState {
     /// Pages freed but still visible to some snapshot.
     pub fn pending_pages(&self) -> u64 {
         self.pending_pages
+    }
+}
+
+#[cfg(test)]
+impl FreeState {
+    /// Checks every index against the runs (the module's invariants).
+    fn check_indexes(&self) {
+        let mut end = 0;
+        let (mut reusable, mut pending) = (0, 0);
+        for (&s, r) in &self.runs {
+            assert!(r.len > 0 && s >= end, "run {s} overlaps or is empty");
+            end = s + r.len;
+            if r.freed == 0 {
+                reusable += r.len;
+            } else {
+                pending += r.len;
+                let g = self.pending_group[&s];
+                assert!(self.pending[&g].contains(&s), "pending run {s} not listed");
+            }
+        }
+        let want: Vec<u64> = self
+            .runs
+            .iter()
+            .filter(|(_, r)| r.freed == 0)
+            .map(|(&s, _)| s)
+            .collect();
+        assert_eq!(self.reusable.iter().collect::<Vec<_>>(), want);
+        assert_eq!(self.pending_group.len(), self.runs.len() - want.len());
+        assert_eq!(
+            (self.reusable_pages, self.pending_pages),
+            (reusable, pending)
+        );
+    }
+}
+
+#[cfg(test)]
+mod model {
+    //! Model-based: the free set against a map of free pages, through transactions that
+    //! release against random pins, free, allocate, nest and abort.
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Free page -> (birth, freed); freed 0 once reusable.
+    type Pages = BTreeMap<u64, (u64, u64)>;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        FreeNew(u64, u64),
+        FreeOld(u64, u64, u64),
+        Alloc(u64),
+        Mark,
+        Rollback,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (1u64..160, 1u64..4).prop_map(|(s, l)| Op::FreeNew(s, l)),
+            (1u64..160, 1u64..6, 0u64..4).prop_map(|(s, l, b)| Op::FreeOld(s, l, b)),
+            (1u64..4).prop_map(Op::Alloc),
+            Just(Op::Mark),
+            Just(Op::Rollback),
+        ]
+    }
+
+    fn txn() -> impl Strategy<Value = (Vec<u64>, Vec<Op>, bool)> {
+        (
+            prop::collection::vec(0u64..4, 0..3),
+            prop::collection::vec(op(), 0..40),
+            any::<bool>(),
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+        #[test]
+        fn free_set_matches_a_page_model(txns in prop::collection::vec(txn(), 1..12)) {
+            let mut f = FreeState::default();
+            let mut pages = Pages::new();
+            let mut dirty = Vec::new();
+            for (t, (pin_back, ops, abort)) in txns.into_iter().enumerate() {
+                let id = t as u64 + 10;
+                // Pins among the last few transactions, ascending.
+                let mut pins: Vec<u64> = pin_back.iter().map(|b| id - 1 - b).collect();
+                pins.sort_unstable();
+                pins.dedup();
+                f.release(&pins);
+                for v in pages.values_mut() {
+                    if v.1 != 0 && !pins.iter().any(|&p| v.0 <= p && p < v.1) {
+                        *v = (0, 0);
+                    }
+                }
+                f.check_indexes();
+                let start = (f.mark(), pages.clone(), f.runs.clone());
+                let mut marks = vec![];
+                for o in ops {
+                    match o {
+                        Op::FreeNew(s, l) => {
+                            if (s..s + l).all(|p| !pages.contains_key(&p)) {
+                                f.add_reusable(s, l);
+                                pages.extend((s..s + l).map(|p| (p, (0, 0))));
+                            }
+                        }
+                        Op::FreeOld(s, l, b) => {
+                            let clash = (s..s + l).any(|p| pages.contains_key(&p));
+                            let birth = id - 1 - b;
+                            prop_assert_eq!(f.add_pending(s, l, birth, id), !clash);
+                            if !clash {
+                                pages.extend((s..s + l).map(|p| (p, (birth, id))));
+                            }
+                        }
+                        Op::Alloc(n) => match f.alloc(n) {
+                            Some(p) => {
+                                for q in p..p + n {
+                                    prop_assert_eq!(pages.remove(&q), Some((0, 0)));
+                                }
+                            }
+                            None => prop_assert!(n > 1 || pages.values().all(|v| v.1 != 0)),
+                        },
+                        Op::Mark => marks.push((f.mark(), pages.clone(), f.runs.clone())),
+                        Op::Rollback => {
+                            if let Some((m, p, r)) = marks.pop() {
+                                f.rollback(m);
+                                pages = p;
+                                prop_assert_eq!(&f.runs, &r);
+                            }
+                        }
+                    }
+                    f.check_indexes();
+                }
+                if abort {
+                    f.rollback(start.0);
+                    pages = start.1;
+                    prop_assert_eq!(&f.runs, &start.2);
+                } else {
+                    f.take_dirty(&mut dirty);
+                    prop_assert!(dirty.windows(2).all(|w| w[0] < w[1]));
+                }
+                f.forget_undo();
+                f.check_indexes();
+                let mut runs_pages = Pages::new();
+                for (&s, r) in &f.runs {
+                    runs_pages.extend((s..s + r.len).map(|p| (p, (r.birth, r.freed))));
+                }
+                // Reusable pages carry no birth in the set.
+                let model: Pages = pages
+                    .iter()
+                    .map(|(&p, &(b, fr))| (p, if fr == 0 { (0, 0) } else { (b, fr) }))
+                    .collect();
+                let got: Pages = runs_pages
+                    .into_iter()
+                    .map(|(p, (b, fr))| (p, if fr == 0 { (0, 0) } else { (b, fr) }))
+                    .collect();
+                prop_assert_eq!(got, model);
+            }
+        }
     }
 }
 

@@ -337,7 +337,7 @@ impl RwTxn<'_> {
             .filter(|(p, _)| !list_pages.contains(p))
             .map(|(&p, b)| (p, (b.len() / ps) as u64))
             .collect();
-        pages.sort_unstable();
+        crate::radix::sort_by_page(&mut pages, |p| p.0);
         let mut runs: Vec<WrittenRun> = Vec::new();
         for (p, span) in pages {
             if let Some(last) = runs.last_mut() {
@@ -379,7 +379,7 @@ impl RwTxn<'_> {
     fn write_dirty(&mut self, txnid: u64) -> Result<u64> {
         let ps = self.env.inner.page_size as u64;
         let mut pgnos: Vec<u64> = self.dirty.keys().copied().collect();
-        pgnos.sort_unstable();
+        crate::radix::sort_by_page(&mut pgnos, |&p| p);
         for &p in &pgnos {
             let b = self.dirty.get_mut(&p).expect("listed");
             format::seal_page(b, p, txnid);

@@ -50,6 +50,8 @@ pub mod format;
 mod inspect;
 mod lock;
 mod os;
+mod pageset;
+mod radix;
 mod shared;
 pub mod storage;
 mod txn;

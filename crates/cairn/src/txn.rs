@@ -1094,7 +1094,7 @@ impl<'env> RwTxn<'env> {
             return Ok(());
         }
         let mut freed = std::mem::take(&mut self.freed_clean);
-        freed.sort_unstable();
+        crate::radix::sort_by_page(&mut freed, |f| f.0);
         let txnid = self.txnid;
         let free: &mut FreeState = &mut self.ws.as_mut().expect("writer state").free;
         let mut result = Ok(());

@@ -1,0 +1,157 @@
+//! An ordered set of page numbers as a two-level bitmap: the index of reusable free runs by
+//! first page (`alloc.rs`). Insert and remove are a bit flip each; finding the lowest member
+//! scans from a low-water mark, so that taking pages from the lowest run costs no search-tree
+//! descent per page.
+//!
+//! Invariants:
+//! - Bit `p % 64` of `words[p / 64]` is set iff `p` is a member; bit `w % 64` of
+//!   `summary[w / 64]` is set iff `words[w]` is non-zero.
+//! - No member lies in a summary word below `low`.
+//! - Memory is one bit per page up to the largest member ever inserted (members are run
+//!   starts, below the file's high-water mark, which the file's length bounds).
+
+/// An ordered set of page numbers.
+#[derive(Default, Clone, Debug)]
+pub(crate) struct PageSet {
+    words: Vec<u64>,
+    summary: Vec<u64>,
+    low: usize,
+}
+
+impl PageSet {
+    /// Adds `p`.
+    pub fn insert(&mut self, p: u64) {
+        let w = (p / 64) as usize;
+        if w >= self.words.len() {
+            self.words.resize(w + 1, 0);
+            self.summary.resize(self.words.len().div_ceil(64), 0);
+        }
+        if self.words[w] == 0 {
+            self.summary[w / 64] |= 1 << (w % 64);
+        }
+        self.words[w] |= 1 << (p % 64);
+        self.low = self.low.min(w / 64);
+    }
+
+    /// Removes `p` (nothing if absent).
+    pub fn remove(&mut self, p: u64) {
+        let w = (p / 64) as usize;
+        if let Some(word) = self.words.get_mut(w) {
+            *word &= !(1 << (p % 64));
+            if *word == 0 {
+                self.summary[w / 64] &= !(1 << (w % 64));
+            }
+        }
+    }
+
+    /// The lowest member; moves the low-water mark past the empty summary words it skipped.
+    pub fn first(&mut self) -> Option<u64> {
+        while self.summary.get(self.low) == Some(&0) {
+            self.low += 1;
+        }
+        let s = *self.summary.get(self.low)?;
+        let w = self.low * 64 + s.trailing_zeros() as usize;
+        Some(w as u64 * 64 + u64::from(self.words[w].trailing_zeros()))
+    }
+
+    /// The lowest member at or after `from`.
+    pub fn next_from(&self, from: u64) -> Option<u64> {
+        let w = (from / 64) as usize;
+        let here = *self.words.get(w)? & (!0u64 << (from % 64));
+        if here != 0 {
+            return Some(w as u64 * 64 + u64::from(here.trailing_zeros()));
+        }
+        // The next non-empty word, through the summary.
+        let w = w + 1;
+        let mut s = w / 64;
+        let mut bits = *self.summary.get(s)? & (!0u64 << (w % 64));
+        while bits == 0 {
+            s += 1;
+            bits = *self.summary.get(s)?;
+        }
+        let w = s * 64 + bits.trailing_zeros() as usize;
+        Some(w as u64 * 64 + u64::from(self.words[w].trailing_zeros()))
+    }
+
+    /// Members in ascending order.
+    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        let mut at = self.next_from(0);
+        std::iter::from_fn(move || {
+            let p = at?;
+            at = self.next_from(p + 1);
+            Some(p)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(u64),
+        Remove(u64),
+        First,
+        NextFrom(u64),
+    }
+
+    fn op(range: u64) -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0..range).prop_map(Op::Insert),
+            (0..range).prop_map(Op::Remove),
+            Just(Op::First),
+            (0..range + 100).prop_map(Op::NextFrom),
+        ]
+    }
+
+    proptest! {
+        /// Model-based: every answer as a `BTreeSet`'s, over dense and sparse page ranges.
+        #[test]
+        fn behaves_like_a_btreeset(
+            ops in prop::collection::vec(op(300), 0..400),
+            wide in prop::collection::vec(op(300_000), 0..200),
+        ) {
+            for ops in [ops, wide] {
+                let mut s = PageSet::default();
+                let mut m = BTreeSet::new();
+                for o in ops {
+                    match o {
+                        Op::Insert(p) => {
+                            s.insert(p);
+                            m.insert(p);
+                        }
+                        Op::Remove(p) => {
+                            s.remove(p);
+                            m.remove(&p);
+                        }
+                        Op::First => prop_assert_eq!(s.first(), m.first().copied()),
+                        Op::NextFrom(p) => {
+                            prop_assert_eq!(s.next_from(p), m.range(p..).next().copied())
+                        }
+                    }
+                }
+                prop_assert_eq!(s.iter().collect::<Vec<_>>(), m.iter().copied().collect::<Vec<_>>());
+            }
+        }
+    }
+
+    #[test]
+    fn word_and_summary_edges() {
+        let mut s = PageSet::default();
+        for p in [63, 64, 4095, 4096, 4097, 262_143, 262_144] {
+            s.insert(p);
+        }
+        assert_eq!(s.next_from(0), Some(63));
+        assert_eq!(s.next_from(65), Some(4095));
+        assert_eq!(s.next_from(4098), Some(262_143));
+        assert_eq!(s.next_from(262_145), None);
+        s.remove(63);
+        s.remove(64);
+        assert_eq!(s.first(), Some(4095));
+        s.insert(1);
+        assert_eq!(s.first(), Some(1));
+    }
+}
