@@ -737,6 +737,22 @@ fn header_lengths(h: &[u8; NODE_HDR]) -> (usize, u32) {
     )
 }
 
+/// Why `Page::new` refused the image `b` of page `pgno`.
+#[cold]
+#[inline(never)]
+fn bad_tree_page(b: &[u8], pgno: u64) -> Error {
+    let what = if b.len() < SLOTS_AT || b.len() > MAX_PAGE_SIZE {
+        format!("{} bytes is not a page", b.len())
+    } else if !matches!(b[H_KIND], KIND_BRANCH | KIND_LEAF) {
+        format!("kind {} in a tree", b[H_KIND])
+    } else if b[H_FLAGS] & !PF_HINTED != 0 {
+        format!("unknown page flags {:#x}", b[H_FLAGS])
+    } else {
+        "header bounds".to_string()
+    };
+    Error::corrupted(format!("page {pgno}: {what}"))
+}
+
 /// Read view of a branch or leaf page whose header has been checked.
 #[derive(Clone, Copy)]
 pub struct Page<'a> {
@@ -750,36 +766,31 @@ impl<'a> Page<'a> {
     /// Checks the header of a branch or leaf page and wraps it.
     #[inline]
     pub fn new(b: &'a [u8], pgno: u64) -> Result<Page<'a>> {
-        if b.len() < SLOTS_AT || b.len() > MAX_PAGE_SIZE {
-            return Err(Error::corrupted(format!(
-                "page {pgno}: {} bytes is not a page",
-                b.len()
-            )));
+        // Every check first, without a branch each; the message is found out of line.
+        let ok = |b: &'a [u8]| -> Option<Page<'a>> {
+            let h = b.first_chunk::<SLOTS_AT>()?;
+            let nkeys = usize::from(u16::from_le_bytes([h[H_NKEYS], h[H_NKEYS + 1]]));
+            let upper =
+                u32::from_le_bytes([h[H_UPPER], h[H_UPPER + 1], h[H_UPPER + 2], h[H_UPPER + 3]])
+                    as usize;
+            let plen = usize::from(u16::from_le_bytes([h[H_PLEN], h[H_PLEN + 1]]));
+            let fits = (b.len() <= MAX_PAGE_SIZE)
+                & matches!(h[H_KIND], KIND_BRANCH | KIND_LEAF)
+                & (h[H_FLAGS] & !PF_HINTED == 0)
+                & (plen <= PREFIX_MAX)
+                & (upper <= b.len())
+                & (SLOTS_AT + nkeys * SLOT <= upper);
+            fits.then_some(Page {
+                b,
+                nkeys,
+                plen,
+                upper,
+            })
+        };
+        match ok(b) {
+            Some(p) => Ok(p),
+            None => Err(bad_tree_page(b, pgno)),
         }
-        let kind = b[H_KIND];
-        if kind != KIND_BRANCH && kind != KIND_LEAF {
-            return Err(Error::corrupted(format!(
-                "page {pgno}: kind {kind} in a tree"
-            )));
-        }
-        let nkeys = get_u16(b, H_NKEYS) as usize;
-        let upper = get_u32(b, H_UPPER) as usize;
-        let plen = get_u16(b, H_PLEN) as usize;
-        if plen > PREFIX_MAX || upper > b.len() || SLOTS_AT + nkeys * SLOT > upper {
-            return Err(Error::corrupted(format!("page {pgno}: header bounds")));
-        }
-        if b[H_FLAGS] & !PF_HINTED != 0 {
-            return Err(Error::corrupted(format!(
-                "page {pgno}: unknown page flags {:#x}",
-                b[H_FLAGS]
-            )));
-        }
-        Ok(Page {
-            b,
-            nkeys,
-            plen,
-            upper,
-        })
     }
 
     /// The raw image.
