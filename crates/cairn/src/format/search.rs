@@ -14,7 +14,7 @@
 //!   gives wrong answers, not panics; `check_hints` (the checker's part) finds it.
 //! - Keys are compared where they lie in the page image; nothing is copied.
 
-use super::{Page, NODE_HDR, SLOT, SLOTS_AT};
+use super::{Page, H_PREFIX, NODE_HDR, PREFIX_MAX, SLOT, SLOTS_AT};
 use crate::error::Result;
 use std::cmp::Ordering;
 
@@ -219,9 +219,12 @@ impl<'a> Page<'a> {
         key: &[u8],
         first: usize,
     ) -> Result<(usize, bool)> {
-        let plen = self.plen;
+        // At most PREFIX_MAX (`Page::new` checked it); said again so that the compiler
+        // drops the prefix compare's path for long strings.
+        let plen = self.plen.min(PREFIX_MAX);
+        let prefix = &self.b[H_PREFIX..H_PREFIX + plen];
         let (head, rest) = key.split_at(plen.min(key.len()));
-        match cmp_bytes(head, self.prefix()) {
+        match cmp_bytes(head, prefix) {
             Ordering::Less => return Ok((first, false)),
             Ordering::Greater => return Ok((slots.len(), false)),
             Ordering::Equal => {}
