@@ -20,6 +20,10 @@ use crate::txn::RwTxn;
 use std::sync::atomic::Ordering;
 
 const MAX_ROUNDS: usize = 1000;
+/// A steady commit starts the device on its pages every this many bytes written (a hint: the
+/// flush still makes them durable). Measured on examples/dupsloop (durable, ~35 MB a commit):
+/// 32 KiB 3.8 s, 64-256 KiB 3.5-3.6 s, 1 MiB 3.9 s, 4 MiB and never 4.1 s for the inserts.
+const WRITEBACK_KICK: u64 = 256 << 10;
 /// Rounds of persisting the free set that may still allocate from it.
 const PERSIST_ROUNDS_FROM_FREE: usize = 8;
 
@@ -123,7 +127,7 @@ impl RwTxn<'_> {
         self.ensure_len(need_len).map_err(soft)?;
         self.env.inner.shared.set_inflight(txnid);
         failpoint!("commit.before_write_pages");
-        let written = self.write_dirty(txnid).map_err(soft)?;
+        let written = self.write_dirty(txnid, steady).map_err(soft)?;
         failpoint!("commit.after_write_pages");
         // A steady commit after unsteady ones depends on their pages, which its own list does
         // not name: flush them before the meta, so that the meta is durable only after them.
@@ -376,36 +380,47 @@ impl RwTxn<'_> {
     }
 
     /// Stamps and writes every dirty page; returns the bytes written.
-    fn write_dirty(&mut self, txnid: u64) -> Result<u64> {
+    ///
+    /// Each run of contiguous pages is sealed (checksummed) right before it is written, while
+    /// its bytes are in the CPU's cache for the write's copy. A steady commit starts the
+    /// device on what it wrote every [`WRITEBACK_KICK`] bytes, so that the flush that follows
+    /// finds most pages written or in flight instead of starting them all at once.
+    fn write_dirty(&mut self, txnid: u64, steady: bool) -> Result<u64> {
         let ps = self.env.inner.page_size as u64;
         let mut pgnos: Vec<u64> = self.dirty.keys().copied().collect();
         crate::radix::sort_by_page(&mut pgnos, |&p| p);
-        for &p in &pgnos {
-            let b = self.dirty.get_mut(&p).expect("listed");
-            format::seal_page(b, p, txnid);
-        }
-        let storage = &*self.env.inner.storage;
+        let env = self.env;
+        let storage = &*env.inner.storage;
         let mut total = 0u64;
         let mut i = 0;
-        let mut bufs: Vec<&[u8]> = Vec::new();
+        // Bytes [lo, hi) written since the device was last started on them, and how many.
+        let (mut lo, mut hi, mut pending) = (u64::MAX, 0u64, 0u64);
         while i < pgnos.len() {
             let start = pgnos[i];
-            bufs.clear();
-            bufs.push(&self.dirty[&start]);
-            let mut next = start + self.dirty[&start].len() as u64 / ps;
-            let mut j = i + 1;
-            while j < pgnos.len() && pgnos[j] == next && bufs.len() < 1024 {
-                let b = &self.dirty[&pgnos[j]];
-                bufs.push(b);
+            let mut next = start;
+            let mut j = i;
+            while j < pgnos.len() && pgnos[j] == next && j - i < 1024 {
+                let b = self.dirty.get_mut(&next).expect("listed");
+                format::seal_page(b, next, txnid);
                 next += b.len() as u64 / ps;
                 j += 1;
             }
-            let bytes: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+            let bufs: Vec<&[u8]> = pgnos[i..j].iter().map(|p| &*self.dirty[p]).collect();
+            let bytes = (next - start) * ps;
             if i > 0 {
                 failpoint!("commit.mid_write_pages");
             }
             storage.write_at(start * ps, &bufs)?;
             total += bytes;
+            if steady {
+                lo = lo.min(start * ps);
+                hi = hi.max(start * ps + bytes);
+                pending += bytes;
+                if pending >= WRITEBACK_KICK {
+                    storage.start_writeback(lo, hi - lo);
+                    (lo, hi, pending) = (u64::MAX, 0, 0);
+                }
+            }
             i = j;
         }
         Ok(total)

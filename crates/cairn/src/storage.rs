@@ -45,6 +45,9 @@ pub trait Storage: Send + Sync + private::Sealed {
     fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()>;
     /// Makes everything written so far durable (fdatasync).
     fn sync(&self) -> Result<()>;
+    /// Starts writing `[off, off + len)` to the device without waiting: a hint that lets the
+    /// device work while the commit goes on; only `sync` makes anything durable.
+    fn start_writeback(&self, _off: u64, _len: u64) {}
     /// Size of the address range reserved for the map.
     fn reserved(&self) -> u64;
     /// Advises random access.
@@ -334,6 +337,10 @@ impl Storage for FileStorage {
 
     fn sync(&self) -> Result<()> {
         os::datasync(&self.file).map_err(|e| Error::io(format!("flushing {}", self.name), e))
+    }
+
+    fn start_writeback(&self, off: u64, len: u64) {
+        os::start_writeback(&self.file, off, len);
     }
 
     fn reserved(&self) -> u64 {
