@@ -122,7 +122,7 @@ impl KeyCmp {
     clippy::host_endian_bytes,
     reason = "INTEGERKEY keys are native integers, as in LMDB"
 )]
-fn int_key(k: &[u8]) -> u64 {
+pub(crate) fn int_key(k: &[u8]) -> u64 {
     match k.len() {
         4 => u64::from(u32::from_ne_bytes([k[0], k[1], k[2], k[3]])),
         8 => {
