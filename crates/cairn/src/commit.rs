@@ -16,7 +16,7 @@ use crate::btree::{self, PageWriter};
 use crate::env::{verify_commit, Durability};
 use crate::error::{Error, Result};
 use crate::format::{self, KeyCmp, Meta, WrittenRun, META_INLINE_RUNS, META_SLOTS, SECTOR};
-use crate::txn::RwTxn;
+use crate::txn::{PageBuf, RwTxn};
 use std::sync::atomic::Ordering;
 
 const MAX_ROUNDS: usize = 1000;
@@ -197,8 +197,10 @@ impl RwTxn<'_> {
         // Dropping the transaction hands the writer state back; nothing is left to undo.
         let pool = &mut ws.pool;
         for (_, buf) in self.dirty.drain() {
-            if buf.len() == ps as usize && pool.len() < 1024 {
-                pool.push(buf);
+            if let crate::txn::PageBuf::Heap(buf) = buf {
+                if buf.len() == ps as usize && pool.len() < 1024 {
+                    pool.push(buf);
+                }
             }
         }
     }
@@ -361,7 +363,7 @@ impl RwTxn<'_> {
         runs
     }
 
-    fn ensure_len(&mut self, need: u64) -> Result<()> {
+    pub(crate) fn ensure_len(&mut self, need: u64) -> Result<()> {
         let storage = &*self.env.inner.storage;
         let len = storage.len();
         if len >= need {
@@ -397,10 +399,15 @@ impl RwTxn<'_> {
         let (mut lo, mut hi, mut pending) = (u64::MAX, 0u64, 0u64);
         while i < pgnos.len() {
             let start = pgnos[i];
+            let in_place = matches!(self.dirty[&start], PageBuf::Map(_));
             let mut next = start;
             let mut j = i;
+            // A run: contiguous pages, all in place in the map or all in buffers.
             while j < pgnos.len() && pgnos[j] == next && j - i < 1024 {
                 let b = self.dirty.get_mut(&next).expect("listed");
+                if matches!(b, PageBuf::Map(_)) != in_place {
+                    break;
+                }
                 format::seal_page(b, next, txnid);
                 next += b.len() as u64 / ps;
                 j += 1;
@@ -410,7 +417,12 @@ impl RwTxn<'_> {
             if i > 0 {
                 failpoint!("commit.mid_write_pages");
             }
-            storage.write_at(start * ps, &bufs)?;
+            if in_place {
+                // Sealed where they lie: the map is the page cache.
+                storage.stored(start * ps, &bufs);
+            } else {
+                storage.write_at(start * ps, &bufs)?;
+            }
             total += bytes;
             if steady {
                 lo = lo.min(start * ps);

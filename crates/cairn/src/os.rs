@@ -4,7 +4,10 @@
 //! Invariants:
 //! - A `Map` reserves its whole address range once, at creation, and never moves or shrinks it
 //!   while it lives, so a slice handed out from it stays at the same address.
-//! - A `Map` over a file is read-only (PROT_READ): no stray pointer write can reach the file.
+//! - A `Map` over a file is read-only (PROT_READ), except the data file's map of a lazy
+//!   environment that stores its dirty pages in place (`Map::file_rw`); even there, the only
+//!   way to write is a [`MapPages`], handed out by `unsafe fn Map::pages_mut` for pages one
+//!   write transaction owns (docs/safety.md §8).
 //! - `Map::slice` is called only for ranges below the file's current length (the engine checks
 //!   page numbers against its snapshot, whose pages are all below the length).
 
@@ -59,6 +62,44 @@ impl Map {
             flags,
             "mapping the data file",
         )
+    }
+
+    /// Maps `len` bytes of the data file read-write and shared, for a lazy environment that
+    /// stores its dirty pages in place ([`Map::pages_mut`]); otherwise as [`Map::file`].
+    pub fn file_rw(file: &File, len: usize) -> Result<Map> {
+        let flags = libc::MAP_SHARED | libc::MAP_NORESERVE;
+        Map::mmap(
+            file.as_raw_fd(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            "mapping the data file for writing",
+        )
+    }
+
+    /// Whether the map can be written (`file_rw`, `shared_rw`, `anonymous`).
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
+
+    /// Bytes `[off, off + len)` of a writable map, to be written in place.
+    ///
+    /// # Safety
+    /// docs/safety.md §8: until the result is dropped, the caller owns the range exclusively
+    /// (no live slice of the map and no other `MapPages` covers it: pages no snapshot can
+    /// reach, allocated to one write transaction), and the range lies below the file's length
+    /// on blocks the file system has allocated (no store can fault past the end or on a full
+    /// disk). The result must not outlive the `Map`.
+    pub unsafe fn pages_mut(&self, off: usize, len: usize) -> MapPages {
+        assert!(self.writable, "in-place pages of a read-only map");
+        assert!(
+            off.checked_add(len).is_some_and(|end| end <= self.len),
+            "map range"
+        );
+        // SAFETY: docs/safety.md §8: in bounds of the live reservation (asserted), so the
+        // pointer is non-null and inside the mapping.
+        let ptr = unsafe { std::ptr::NonNull::new_unchecked(self.ptr.add(off)) };
+        MapPages { ptr, len }
     }
 
     /// Maps `len` bytes of the lock file read-write and shared: the memory other processes
@@ -139,6 +180,39 @@ impl Map {
         unsafe {
             libc::madvise(self.ptr.cast(), self.len, libc::MADV_RANDOM);
         }
+    }
+}
+
+/// Pages of a writable map that one write transaction owns and writes in place (a lazy
+/// environment's dirty pages): a `&mut [u8]` to them, made by [`Map::pages_mut`], whose
+/// contract makes the borrow exclusive.
+pub struct MapPages {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: docs/safety.md §8: a MapPages owns its range exclusively (the contract of
+// `Map::pages_mut`), as a Box<[u8]> owns its buffer, so moving it to, or sharing it with,
+// another thread is as sound as for a Box.
+unsafe impl Send for MapPages {}
+// SAFETY: docs/safety.md §8, as for Send.
+unsafe impl Sync for MapPages {}
+
+impl std::ops::Deref for MapPages {
+    type Target = [u8];
+    #[inline(always)]
+    fn deref(&self) -> &[u8] {
+        // SAFETY: docs/safety.md §8: the range is inside the live map, initialised
+        // (file-backed) and owned by this MapPages alone (`Map::pages_mut`'s contract).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl std::ops::DerefMut for MapPages {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: docs/safety.md §8: as for `deref`; `&mut self` makes this borrow unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 }
 
@@ -254,17 +328,41 @@ pub fn datasync(file: &File) -> std::io::Result<()> {
 }
 
 /// Allocates disk blocks for `[off, off + len)` so later writes there need no block
-/// allocation at flush time; falls back to extending the length where unsupported.
-pub fn preallocate(file: &File, off: u64, len: u64) -> std::io::Result<()> {
+/// allocation at flush time; falls back to extending the length where unsupported. Returns
+/// whether the blocks were allocated (false: the fallback left holes).
+pub fn preallocate(file: &File, off: u64, len: u64) -> std::io::Result<bool> {
     // SAFETY: docs/safety.md §4: fallocate on our own descriptor with plain integers.
     let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, off as libc::off_t, len as libc::off_t) };
     if r == 0 {
-        return Ok(());
+        return Ok(true);
     }
     let e = std::io::Error::last_os_error();
     if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
         let end = file.metadata()?.len().max(off + len);
-        return file.set_len(end);
+        file.set_len(end)?;
+        return Ok(false);
+    }
+    Err(e)
+}
+
+/// Allocates disk blocks for any hole in `[off, off + len)` without changing the file's
+/// length (fallocate with FALLOC_FL_KEEP_SIZE). Returns false where that is unsupported.
+pub fn allocate_blocks(file: &File, off: u64, len: u64) -> std::io::Result<bool> {
+    // SAFETY: docs/safety.md §4: fallocate on our own descriptor with plain integers.
+    let r = unsafe {
+        libc::fallocate(
+            file.as_raw_fd(),
+            libc::FALLOC_FL_KEEP_SIZE,
+            off as libc::off_t,
+            len as libc::off_t,
+        )
+    };
+    if r == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
+        return Ok(false);
     }
     Err(e)
 }

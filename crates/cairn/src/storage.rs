@@ -15,7 +15,7 @@
 
 use crate::error::{Error, Result};
 use crate::format::{self, BOOT_ID};
-use crate::os::{self, Map};
+use crate::os::{self, Map, MapPages};
 use std::fs::File;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -48,6 +48,22 @@ pub trait Storage: Send + Sync + private::Sealed {
     /// Starts writing `[off, off + len)` to the device without waiting: a hint that lets the
     /// device work while the commit goes on; only `sync` makes anything durable.
     fn start_writeback(&self, _off: u64, _len: u64) {}
+    /// Pages `[off, off + len)` to be written in place through a writable map (a lazy
+    /// environment's dirty pages), or None where pages go through `write_at` only (no
+    /// writable map, blocks not known to be allocated, or the range past the end). Handing
+    /// them out forgets what was verified there.
+    ///
+    /// # Safety
+    /// docs/safety.md §8: the caller owns the range exclusively until the result is dropped
+    /// (pages no snapshot can reach, allocated to one write transaction), and drops the result
+    /// before the storage.
+    unsafe fn map_pages(&self, _off: u64, _len: u64) -> Option<MapPages> {
+        None
+    }
+    /// Records that `bufs`, written in place at `off` through `map_pages`, are what a commit
+    /// wrote there (sealed pages): as durable as a `write_at` of them, that is, after the
+    /// next `sync`.
+    fn stored(&self, _off: u64, _bufs: &[&[u8]]) {}
     /// Size of the address range reserved for the map.
     fn reserved(&self) -> u64;
     /// Advises random access.
@@ -211,13 +227,16 @@ mod private {
     impl Sealed for super::SimStorage {}
 }
 
-/// The data file: read through a shared read-only map; written with pwrite.
+/// The data file: read through a shared map; written with pwrite, or, by a lazy handle, in
+/// place through the map (`map_pages`, docs/design.md "Pages written in place").
 ///
-/// Never through a writable map: a store through a shared file map dirties the whole page-cache
-/// folio holding the page, and with large folios (ext4 on Linux 6.x) one 4 KiB page written
-/// made the flush write up to 2 MiB (a durable single put after a bulk load: 1.4 MiB sent to
-/// the disk per commit, p50 commit 721 us; with pwrite, which marks only the blocks written,
-/// 304 us). pwrite also spares the write-protect faults that follow every writeback.
+/// Durable handles never write through the map: a store through a shared file map dirties the
+/// whole page-cache folio holding the page, and with large folios (ext4 on Linux 6.x) one 4 KiB
+/// page written made the flush write up to 2 MiB (a durable single put after a bulk load:
+/// 1.4 MiB sent to the disk per commit, p50 commit 721 us; with pwrite, which marks only the
+/// blocks written, 304 us). pwrite also spares the write-protect faults that follow every
+/// writeback. A lazy handle flushes once a second, not per commit, so its stores pay both
+/// rarely, and save a write call and a copy per run of pages every commit.
 pub struct FileStorage {
     file: File,
     map: Map,
@@ -225,17 +244,27 @@ pub struct FileStorage {
     name: String,
     boot: [u8; BOOT_ID],
     verified: VerifiedPages,
+    /// Dirty pages may be written in place (`map_pages`): the map is writable and every
+    /// block below the length is allocated (`enable_map_writes`, and each growth since).
+    map_writes: std::sync::atomic::AtomicBool,
 }
 
 impl FileStorage {
-    /// Wraps an open data file, reserving `reserve` bytes of address space for its map.
-    pub fn new(file: File, name: String, reserve: u64) -> Result<FileStorage> {
+    /// Wraps an open data file, reserving `reserve` bytes of address space for its map:
+    /// read-only, or read-write when `writable` (a lazy environment that may write its dirty
+    /// pages in place, see [`FileStorage::enable_map_writes`]; a file opened read-only falls
+    /// back to a read-only map).
+    pub fn new(file: File, name: String, reserve: u64, writable: bool) -> Result<FileStorage> {
         let len = file
             .metadata()
             .map_err(|e| Error::io(format!("reading the size of {name}"), e))?
             .len();
         let reserve = reserve.max(len);
-        let map = Map::file(&file, reserve as usize)?;
+        let map = match writable {
+            true => Map::file_rw(&file, reserve as usize)
+                .or_else(|_| Map::file(&file, reserve as usize))?,
+            false => Map::file(&file, reserve as usize)?,
+        };
         Ok(FileStorage {
             file,
             map,
@@ -243,7 +272,22 @@ impl FileStorage {
             name,
             boot: system_boot_id(),
             verified: VerifiedPages::new(reserve),
+            map_writes: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Lets write transactions store dirty pages in place through the map, if it is writable
+    /// and the file system allocates every block below the current length (fallocate fills
+    /// any hole: a store into a hole on a full disk would be SIGBUS, not an error). Returns
+    /// whether it did; where it did not, pages go through pwrite as in durable mode.
+    pub fn enable_map_writes(&self) -> bool {
+        if !self.map.is_writable() {
+            return false;
+        }
+        let len = self.refresh_len();
+        let ok = len == 0 || matches!(os::allocate_blocks(&self.file, 0, len), Ok(true));
+        self.map_writes.store(ok, Ordering::Release);
+        ok
     }
 
     /// The open file.
@@ -302,8 +346,12 @@ impl Storage for FileStorage {
         }
         // Blocks are reserved ahead, so a full disk shows at growth, before any commit needs
         // them; where fallocate is unsupported the file is extended instead.
-        os::preallocate(&self.file, cur, new_len - cur)
+        let allocated = os::preallocate(&self.file, cur, new_len - cur)
             .map_err(|e| Error::io(format!("growing {} to {new_len} bytes", self.name), e))?;
+        if !allocated {
+            // Holes past here: stores through the map could fault on a full disk.
+            self.map_writes.store(false, Ordering::Release);
+        }
         self.len.store(new_len, Ordering::Release);
         Ok(())
     }
@@ -341,6 +389,22 @@ impl Storage for FileStorage {
 
     fn start_writeback(&self, off: u64, len: u64) {
         os::start_writeback(&self.file, off, len);
+    }
+
+    unsafe fn map_pages(&self, off: u64, len: u64) -> Option<MapPages> {
+        let end = off.checked_add(len)?;
+        if !self.map_writes.load(Ordering::Acquire) || end > self.len() || off < UNIT {
+            return None;
+        }
+        self.verified.forget(off, len);
+        // SAFETY: docs/safety.md §8: the caller owns the range (this method's contract); it
+        // lies below the file's length (checked) on allocated blocks (`map_writes`), past
+        // page 0's meta slots, and inside the map (`pages_mut` asserts it).
+        Some(unsafe { self.map.pages_mut(off as usize, len as usize) })
+    }
+
+    fn stored(&self, off: u64, bufs: &[&[u8]]) {
+        self.verified.wrote(off, bufs);
     }
 
     fn reserved(&self) -> u64 {
@@ -405,6 +469,11 @@ struct SimInner {
     len: u64,
     durable: Vec<u8>,
     pending: Vec<(u64, Vec<u8>)>,
+    /// Ranges handed out to be written in place (`map_pages`) since the last flush: the
+    /// kernel may write such a page back at any moment, with whatever it holds then.
+    handed: Vec<(u64, u64)>,
+    /// Bytes handed out in place in all (for tests).
+    handed_total: u64,
     writes: u64,
     syncs: u64,
     fault: Option<(Fault, u64)>,
@@ -418,6 +487,9 @@ pub struct SimStorage {
     len: AtomicU64,
     boot: [u8; BOOT_ID],
     verified: VerifiedPages,
+    /// Hands out pages to write in place (`map_pages`), as a lazy environment's writable map
+    /// does: off unless a test turns it on (`set_map_writes`).
+    map_writes: std::sync::atomic::AtomicBool,
 }
 
 /// Each simulated storage is a new boot unless told otherwise (`same_boot_as`).
@@ -464,6 +536,8 @@ impl SimStorage {
                 len: image.len() as u64,
                 durable: image.to_vec(),
                 pending: Vec::new(),
+                handed: Vec::new(),
+                handed_total: 0,
                 writes: 0,
                 syncs: 0,
                 fault: None,
@@ -475,7 +549,15 @@ impl SimStorage {
                 b
             },
             verified: VerifiedPages::new(reserve),
+            map_writes: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Lets write transactions store dirty pages in place, as through a lazy environment's
+    /// writable map: a commit's in-place pages then become pending writes when it records
+    /// them (`stored`), and a crash keeps, drops or tears them like any unflushed write.
+    pub fn set_map_writes(&self, on: bool) {
+        self.map_writes.store(on, Ordering::Release);
     }
 
     /// The same storage as if no reboot happened since `other` (a process crash: the page
@@ -497,6 +579,11 @@ impl SimStorage {
     /// Stops injecting faults.
     pub fn heal(&self) {
         self.lock().fault = None;
+    }
+
+    /// Bytes handed out to be written in place so far (`set_map_writes`).
+    pub fn in_place_bytes(&self) -> u64 {
+        self.lock().handed_total
     }
 
     /// Writes and flushes done so far.
@@ -530,6 +617,20 @@ impl SimStorage {
                 0 => {}
                 1 => apply(&mut img, *off, data, None),
                 _ => apply(&mut img, *off, data, Some(rng)),
+            }
+        }
+        // Pages written in place reach the disk or not, whole or torn, with what they hold
+        // now: a committed page or the half-built page of a transaction still running.
+        for &(off, n) in &g.handed {
+            let end = (off + n).min(g.len);
+            if off >= end {
+                continue;
+            }
+            let now = self.map.slice(off as usize, (end - off) as usize);
+            match rng.below(3) {
+                0 => {}
+                1 => apply(&mut img, off, now, None),
+                _ => apply(&mut img, off, now, Some(rng)),
             }
         }
         img
@@ -629,6 +730,7 @@ impl Storage for SimStorage {
         self.len.store(new_len, Ordering::Release);
         // Pending writes past the end are gone, as on a real file.
         g.pending.retain(|(o, _)| *o < new_len);
+        g.handed.retain(|(o, _)| *o < new_len);
         for (o, d) in g.pending.iter_mut() {
             let keep = (new_len - *o).min(d.len() as u64) as usize;
             d.truncate(keep);
@@ -662,6 +764,28 @@ impl Storage for SimStorage {
         Ok(())
     }
 
+    unsafe fn map_pages(&self, off: u64, len: u64) -> Option<MapPages> {
+        let end = off.checked_add(len)?;
+        if !self.map_writes.load(Ordering::Acquire) || end > self.len() || off < UNIT {
+            return None;
+        }
+        self.verified.forget(off, len);
+        let mut g = self.lock();
+        g.handed.push((off, len));
+        g.handed_total += len;
+        drop(g);
+        // SAFETY: docs/safety.md §8: the caller owns the range (this method's contract); it
+        // lies below the simulated length, inside the anonymous map (asserted by `pages_mut`).
+        Some(unsafe { self.map.pages_mut(off as usize, len as usize) })
+    }
+
+    fn stored(&self, off: u64, bufs: &[&[u8]]) {
+        // Nothing to record: the range is among those handed out, which a crash or a flush
+        // takes as the map holds it.
+        self.lock().writes += 1;
+        self.verified.wrote(off, bufs);
+    }
+
     fn sync(&self) -> Result<()> {
         let mut g = self.lock();
         SimStorage::check_fault(&mut g, true)?;
@@ -671,6 +795,18 @@ impl Storage for SimStorage {
         durable.resize(len, 0);
         for (off, data) in std::mem::take(&mut g.pending) {
             apply(&mut durable, off, &data, None);
+        }
+        // A flush writes every dirty page of the file, those written in place included.
+        for (off, n) in std::mem::take(&mut g.handed) {
+            let end = (off + n).min(len as u64);
+            if off < end {
+                apply(
+                    &mut durable,
+                    off,
+                    self.map.slice(off as usize, (end - off) as usize),
+                    None,
+                );
+            }
         }
         g.durable = durable;
         Ok(())

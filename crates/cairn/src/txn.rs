@@ -15,6 +15,7 @@ use crate::db::{Database, DbFlags, DbView, PutFlags, Stat};
 use crate::env::{Env, WriterState};
 use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, KeyCmp, Meta};
+use crate::os::MapPages;
 use crate::storage::Storage;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -37,6 +38,35 @@ impl Hasher for PgnoHasher {
     }
 }
 pub(crate) type PageMap<V> = HashMap<u64, V, BuildHasherDefault<PgnoHasher>>;
+
+/// The bytes of a dirty page (or overflow run): a heap buffer, written into the file with
+/// pwrite at commit; or, in a lazy environment that writes in place (`EnvOptions::
+/// map_writes`), the page itself in the writable map, sealed where it lies at commit.
+pub(crate) enum PageBuf {
+    Heap(Box<[u8]>),
+    Map(MapPages),
+}
+
+impl std::ops::Deref for PageBuf {
+    type Target = [u8];
+    #[inline(always)]
+    fn deref(&self) -> &[u8] {
+        match self {
+            PageBuf::Heap(b) => b,
+            PageBuf::Map(m) => m,
+        }
+    }
+}
+
+impl std::ops::DerefMut for PageBuf {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match self {
+            PageBuf::Heap(b) => b,
+            PageBuf::Map(m) => m,
+        }
+    }
+}
 
 /// A committed snapshot over a storage: the read side of every transaction.
 pub(crate) struct Snapshot<'a> {
@@ -307,7 +337,7 @@ pub struct RwTxn<'env> {
     pub(crate) txnid: u64,
     pub(crate) base: Meta,
     pub(crate) npages: u64,
-    pub(crate) dirty: PageMap<Box<[u8]>>,
+    pub(crate) dirty: PageMap<PageBuf>,
     pub(crate) dbs: Vec<Option<TxnDb>>,
     /// Key order and flags of the databases used, checked against the registry's generation
     /// at each use instead of read under its lock (a cache: filled through `&self`).
@@ -872,11 +902,15 @@ impl<'env> RwTxn<'env> {
         self.dirty_epoch += 1;
         let f = self.frames.pop().expect("frame");
         for (pgno, old) in f.saved {
-            match old {
-                Some(buf) => {
-                    self.dirty.insert(pgno, buf);
+            match (old, self.dirty.get_mut(&pgno)) {
+                // Still in place in the map: its prior image goes back where it lies.
+                (Some(img), Some(PageBuf::Map(m))) if m.len() == img.len() => {
+                    m.copy_from_slice(&img);
                 }
-                None => {
+                (Some(img), _) => {
+                    self.dirty.insert(pgno, PageBuf::Heap(img));
+                }
+                (None, _) => {
                     self.dirty.remove(&pgno);
                 }
             }
@@ -904,7 +938,7 @@ impl<'env> RwTxn<'env> {
             let dirty = &self.dirty;
             f.saved
                 .entry(pgno)
-                .or_insert_with(|| dirty.get(&pgno).cloned());
+                .or_insert_with(|| dirty.get(&pgno).map(|b| Box::from(&b[..])));
         }
     }
 
@@ -919,8 +953,10 @@ impl<'env> RwTxn<'env> {
             // Dirty keys stay: persisting a key again is idempotent, and keys released at
             // open must reach the free tree with the next commit.
             for (_, buf) in self.dirty.drain() {
-                if buf.len() == self.env.inner.page_size && ws.pool.len() < 1024 {
-                    ws.pool.push(buf);
+                if let PageBuf::Heap(buf) = buf {
+                    if buf.len() == self.env.inner.page_size && ws.pool.len() < 1024 {
+                        ws.pool.push(buf);
+                    }
                 }
             }
             // A small map is kept for the next transaction; a large one is let go.
@@ -990,6 +1026,36 @@ impl RwTxn<'_> {
     }
 }
 
+impl RwTxn<'_> {
+    /// A buffer for the `span` pages at `pgno`, just allocated to this transaction, whose
+    /// contents the caller overwrites: the pages themselves in the writable map when the
+    /// environment writes in place (the file grown to hold them first), else a pooled page
+    /// buffer; None: the caller allocates one.
+    fn page_buf(&mut self, pgno: u64, span: u64) -> Option<PageBuf> {
+        let ps = self.env.inner.page_size as u64;
+        if self.env.inner.opts.wants_map_writes() {
+            let (off, len) = (pgno * ps, span * ps);
+            let storage = &*self.env.inner.storage;
+            // A failed growth (a full disk) leaves the pages to pwrite, whose commit reports it.
+            if off + len <= storage.len() || self.ensure_len(off + len).is_ok() {
+                // SAFETY: docs/safety.md §8: these pages were just allocated to this write
+                // transaction, the only one (writer lock): no snapshot reaches them (they
+                // were reusable, or past the last commit's npages) and no other dirty entry
+                // covers them (an allocation hands a page out once until it is freed, and a
+                // freed dirty entry is removed first). The buffer lives in `dirty`, dropped
+                // when the transaction ends, before the environment that owns the storage.
+                if let Some(m) = unsafe { storage.map_pages(off, len) } {
+                    return Some(PageBuf::Map(m));
+                }
+            }
+        }
+        if span == 1 {
+            return self.ws().pool.pop().map(PageBuf::Heap);
+        }
+        None
+    }
+}
+
 impl PageWriter for RwTxn<'_> {
     #[inline]
     fn is_dirty(&self, pgno: u64) -> bool {
@@ -1005,14 +1071,14 @@ impl PageWriter for RwTxn<'_> {
         let src = self.clean_pages(pgno, 1)?;
         let birth = format::page_id(src)?.txnid;
         let new = self.alloc_pgno(1)?;
-        // The copy overwrites every byte, so a pooled buffer is taken as it is (zero-filling it
+        // The copy overwrites every byte, so the buffer is taken as it is (zero-filling it
         // first cost as much as the copy).
-        let buf = match self.ws().pool.pop() {
+        let buf = match self.page_buf(new, 1) {
             Some(mut b) => {
                 b.copy_from_slice(src);
                 b
             }
-            None => Box::<[u8]>::from(src),
+            None => PageBuf::Heap(Box::<[u8]>::from(src)),
         };
         self.dirty.insert(new, buf);
         self.free_clean(pgno, 1, birth)?;
@@ -1032,16 +1098,12 @@ impl PageWriter for RwTxn<'_> {
     fn alloc(&mut self, span: u64) -> Result<u64> {
         let ps = self.env.inner.page_size;
         let pg = self.alloc_pgno(span)?;
-        let buf = if span == 1 {
-            match self.ws().pool.pop() {
-                Some(mut b) => {
-                    b.fill(0);
-                    b
-                }
-                None => vec![0u8; ps].into_boxed_slice(),
+        let buf = match self.page_buf(pg, span) {
+            Some(mut b) => {
+                b.fill(0);
+                b
             }
-        } else {
-            vec![0u8; span as usize * ps].into_boxed_slice()
+            None => PageBuf::Heap(vec![0u8; span as usize * ps].into_boxed_slice()),
         };
         self.dirty.insert(pg, buf);
         Ok(pg)
@@ -1051,9 +1113,10 @@ impl PageWriter for RwTxn<'_> {
         if self.dirty.contains_key(&pgno) {
             self.dirty_epoch += 1;
             self.save_for_frame(pgno);
-            let buf = self.dirty.remove(&pgno).expect("present");
-            if buf.len() == self.env.inner.page_size {
-                self.ws().pool.push(buf);
+            if let Some(PageBuf::Heap(buf)) = self.dirty.remove(&pgno) {
+                if buf.len() == self.env.inner.page_size {
+                    self.ws().pool.push(buf);
+                }
             }
             // Born and freed inside this transaction: no snapshot ever saw it.
             self.ws().free.add_reusable(pgno, span);

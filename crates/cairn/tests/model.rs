@@ -1,8 +1,9 @@
 //! Model-based tests: random operation sequences over several databases, with commits, aborts,
 //! nested transactions and reopen, compared with `std`'s BTreeMap after every step. The checker
-//! runs after every commit.
+//! runs after every commit. Durable mode writes pages with pwrite; lazy mode (by default) writes
+//! them in place through the writable map: both run.
 
-use cairn::{Database, DbFlags, Env, PutFlags};
+use cairn::{Database, DbFlags, Durability, Env, PutFlags};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -45,8 +46,12 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn open(dir: &std::path::Path) -> (Env, Vec<Database>) {
-    let env = Env::options().max_dbs(8).open(dir).unwrap();
+fn open(dir: &std::path::Path, mode: Durability) -> (Env, Vec<Database>) {
+    let env = Env::options()
+        .max_dbs(8)
+        .durability(mode)
+        .open(dir)
+        .unwrap();
     let mut w = env.write_txn().unwrap();
     let dbs = vec![
         env.main_db(),
@@ -86,12 +91,12 @@ fn verify(env: &Env, dbs: &[Database], model: &Model) {
     assert!(rep.is_ok(), "checker: {:?}", rep.problems);
 }
 
-fn run(ops: Vec<Op>) {
+fn run(ops: Vec<Op>, mode: Durability) {
     let dir = tempfile::tempdir().unwrap();
     let mut committed: Model = vec![BTreeMap::new(); 3];
     let mut ops = ops.into_iter();
     loop {
-        let (env, dbs) = open(dir.path());
+        let (env, dbs) = open(dir.path(), mode);
         verify(&env, &dbs, &committed);
         if !session(&env, &dbs, &mut ops, &mut committed) {
             break;
@@ -180,7 +185,12 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
     #[test]
     fn matches_btreemap(ops in proptest::collection::vec(op(), 1..300)) {
-        run(ops);
+        run(ops, Durability::Durable);
+    }
+
+    #[test]
+    fn matches_btreemap_lazy_in_place(ops in proptest::collection::vec(op(), 1..300)) {
+        run(ops, Durability::Lazy);
     }
 }
 
