@@ -357,6 +357,9 @@ pub struct RwTxn<'env> {
     /// from the end of the file, never from the free set being written, so that persisting
     /// cannot chase its own changes forever.
     pub(crate) persisting: bool,
+    /// New dirty pages are written in place through the map (a lazy environment that can);
+    /// cleared for the rest of the transaction when growing the file for one fails.
+    in_place: bool,
     /// Where the last `put` landed, for the next put of the same database to try first.
     put_hint: Option<PutHint>,
     /// Bumped whenever a dirty page may stop being what it was: freed (it can come back as
@@ -447,6 +450,7 @@ impl<'env> RwTxn<'env> {
             put_hint: None,
             dirty_epoch: 0,
             dup_scratch: Vec::new(),
+            in_place: env.inner.opts.wants_map_writes(),
         })
     }
 
@@ -1033,11 +1037,14 @@ impl RwTxn<'_> {
     /// buffer; None: the caller allocates one.
     fn page_buf(&mut self, pgno: u64, span: u64) -> Option<PageBuf> {
         let ps = self.env.inner.page_size as u64;
-        if self.env.inner.opts.wants_map_writes() {
+        if self.in_place {
             let (off, len) = (pgno * ps, span * ps);
             let storage = &*self.env.inner.storage;
-            // A failed growth (a full disk) leaves the pages to pwrite, whose commit reports it.
-            if off + len <= storage.len() || self.ensure_len(off + len).is_ok() {
+            // A failed growth (a full disk) leaves this transaction's new pages to pwrite,
+            // whose commit reports the error.
+            if off + len > storage.len() && self.ensure_len(off + len).is_err() {
+                self.in_place = false;
+            } else {
                 // SAFETY: docs/safety.md §8: these pages were just allocated to this write
                 // transaction, the only one (writer lock): no snapshot reaches them (they
                 // were reusable, or past the last commit's npages) and no other dirty entry

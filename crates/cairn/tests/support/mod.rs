@@ -381,10 +381,21 @@ pub fn decode_pages(data: &[u8]) {
 /// I/O errors injected (disk full, EIO on write, EIO on flush). An error comes back for what
 /// failed; nothing committed is lost; a poisoned environment, reopened, holds either the last
 /// committed state or the one whose commit failed after its record was written; reads never
-/// differ from the model.
+/// differ from the model. Each sequence runs twice: durable, and lazy with pages written in
+/// place (a reopen then keeps the boot, as after a process crash).
 pub fn ops_model(data: &[u8]) {
+    ops_model_in(data, false);
+    ops_model_in(data, true);
+}
+
+fn ops_model_in(data: &[u8], lazy: bool) {
+    let opts = || match lazy {
+        true => Env::options().durability(cairn::Durability::Lazy),
+        false => Env::options(),
+    };
     let mut sim = Arc::new(SimStorage::new(64 << 20).expect("sim"));
-    let mut env = Env::with_storage(sim.clone(), Env::options()).expect("env");
+    sim.set_map_writes(lazy);
+    let mut env = Env::with_storage(sim.clone(), opts()).expect("env");
     let mut committed = Table::new();
     let mut i = 0;
     let byte = |i: &mut usize| {
@@ -460,8 +471,11 @@ pub fn ops_model(data: &[u8]) {
             None => {
                 assert!(failed, "poisoned without a failure");
                 drop(env);
-                sim = Arc::new(SimStorage::from_image(&sim.image(), 64 << 20).expect("sim"));
-                env = Env::with_storage(sim.clone(), Env::options()).expect("reopen");
+                let next = SimStorage::from_image(&sim.image(), 64 << 20).expect("sim");
+                let next = if lazy { next.same_boot_as(&sim) } else { next };
+                next.set_map_writes(lazy);
+                sim = Arc::new(next);
+                env = Env::with_storage(sim.clone(), opts()).expect("reopen");
                 let t = read_main(&env);
                 assert!(
                     t == committed || t == pending,
