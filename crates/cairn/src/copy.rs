@@ -48,11 +48,18 @@ pub(crate) fn copy(txn: &RoTxn<'_>, dest: &Path, compact: bool) -> Result<()> {
     // cached pages are not large folios that slow the first writer to open it (docs/design.md,
     // "Commit", step 4).
     crate::os::pwritev_all(&f, 0, &[&page0]).map_err(|e| Error::io("writing the copy", e))?;
+    // Every page below npages is copied, free ones too, and a writer may be building new
+    // pages in free ones right now (in place, through its writable map): so the pages are
+    // read with pread into a buffer, never through a slice of the map (docs/safety.md, "page
+    // lifetime"). What a free page holds does not matter to the copy, whose free tree is the
+    // snapshot's; every page the snapshot reaches is pinned by this read transaction.
     let chunk = 256u64;
+    let mut buf = vec![0u8; (chunk * ps) as usize];
     let mut pg = 1;
     while pg < m.npages {
         let n = chunk.min(m.npages - pg);
-        let b = snap.storage.bytes(pg * ps, (n * ps) as usize)?;
+        let b = &mut buf[..(n * ps) as usize];
+        snap.storage.read_at(pg * ps, b)?;
         crate::os::pwritev_all(&f, pg * ps, &[b]).map_err(|e| Error::io("writing the copy", e))?;
         pg += n;
     }

@@ -209,9 +209,54 @@ fn handles_of_both_kinds_share_a_file() {
     assert!(read_all(&env, env.main_db()) == model, "after reopen");
 }
 
+/// Hot copies, page by page, taken while a writer builds pages in place (free pages of the
+/// copied snapshot among them) and sometimes aborts: every copy opens, passes the checker and
+/// holds one committed state whole.
+fn hot_copies_while_writing_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::options()
+        .durability(Durability::Lazy)
+        .open(dir.path())
+        .unwrap();
+    let db = env.main_db();
+    let write_all = move |env: &Env, v: u8, commit: bool| {
+        let mut w = env.write_txn().unwrap();
+        for k in 0..3000u64 {
+            w.put(db, &key(k), &[v; 120], PutFlags::empty()).unwrap();
+        }
+        if commit {
+            w.commit().unwrap();
+        }
+    };
+    write_all(&env, 0, true);
+    let writer = {
+        let env = env.clone();
+        std::thread::spawn(move || {
+            for v in 1..=60u8 {
+                write_all(&env, v, v % 4 != 0);
+            }
+        })
+    };
+    let copies = tempfile::tempdir().unwrap();
+    for i in 0..12 {
+        let dest = copies.path().join(format!("copy{i}"));
+        env.copy_to(&dest, false).unwrap();
+        let c = Env::options().no_subdir(true).open(&dest).unwrap();
+        let all = read_all(&c, c.main_db());
+        assert_eq!(all.len(), 3000, "copy {i}");
+        let v = all.values().next().unwrap()[0];
+        assert!(
+            all.values().all(|x| x == &vec![v; 120]),
+            "copy {i} mixes two commits"
+        );
+    }
+    writer.join().unwrap();
+}
+
 #[test]
 fn map_writes() {
     pages_go_in_place();
     nested_aborts_restore_pages_in_place();
     handles_of_both_kinds_share_a_file();
+    hot_copies_while_writing_in_place();
 }
