@@ -77,6 +77,16 @@ fn pages_go_in_place() {
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
+/// A new lazy environment (pages written in place by default) in a new directory.
+fn lazy_env() -> (tempfile::TempDir, Env) {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::options()
+        .durability(Durability::Lazy)
+        .open(dir.path())
+        .unwrap();
+    (dir, env)
+}
+
 fn read_all(env: &Env, db: Database) -> Model {
     let r = env.read_txn().unwrap();
     let rep = r.check().unwrap();
@@ -91,11 +101,7 @@ fn read_all(env: &Env, db: Database) -> Model {
 /// A child transaction changes pages its parent wrote in place (and frees and reallocates
 /// some), then aborts: the parent sees its own state, and commits it.
 fn nested_aborts_restore_pages_in_place() {
-    let dir = tempfile::tempdir().unwrap();
-    let env = Env::options()
-        .durability(Durability::Lazy)
-        .open(dir.path())
-        .unwrap();
+    let (dir, env) = lazy_env();
     let db = env.main_db();
     let mut model = Model::new();
     let mut w = env.write_txn().unwrap();
@@ -213,11 +219,7 @@ fn handles_of_both_kinds_share_a_file() {
 /// copied snapshot among them) and sometimes aborts: every copy opens, passes the checker and
 /// holds one committed state whole.
 fn hot_copies_while_writing_in_place() {
-    let dir = tempfile::tempdir().unwrap();
-    let env = Env::options()
-        .durability(Durability::Lazy)
-        .open(dir.path())
-        .unwrap();
+    let (_dir, env) = lazy_env();
     let db = env.main_db();
     let write_all = move |env: &Env, v: u8, commit: bool| {
         let mut w = env.write_txn().unwrap();
