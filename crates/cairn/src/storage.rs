@@ -554,8 +554,9 @@ impl SimStorage {
     }
 
     /// Lets write transactions store dirty pages in place, as through a lazy environment's
-    /// writable map: a commit's in-place pages then become pending writes when it records
-    /// them (`stored`), and a crash keeps, drops or tears them like any unflushed write.
+    /// writable map: every range handed out since the last flush is then, like an unflushed
+    /// write, kept, dropped or torn by a crash, with whatever it holds at that instant (a
+    /// committed page or a half-built one), and written whole by the next flush.
     pub fn set_map_writes(&self, on: bool) {
         self.map_writes.store(on, Ordering::Release);
     }
