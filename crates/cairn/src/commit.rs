@@ -155,7 +155,7 @@ impl RwTxn<'_> {
         let fatal = |e: Error| (e, true);
         failpoint!("commit.before_meta_write");
         storage
-            .write_at((slot * SECTOR) as u64, &[&meta.encode()])
+            .write_meta((slot * SECTOR) as u64, &meta.encode())
             .map_err(fatal)?;
         failpoint!("commit.after_meta_write");
         if steady {

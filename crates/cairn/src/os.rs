@@ -150,6 +150,20 @@ impl Map {
         unsafe { std::slice::from_raw_parts(self.ptr.add(off), len) }
     }
 
+    /// Bytes `[off, off + len)` of the map as a [`MapView`]. Panics if the range leaves the
+    /// reservation. The caller guarantees the range is below the file's length.
+    pub fn view(&self, off: usize, len: usize) -> MapView<'_> {
+        assert!(
+            off.checked_add(len).is_some_and(|end| end <= self.len),
+            "map range"
+        );
+        MapView {
+            ptr: self.ptr.wrapping_add(off),
+            len,
+            _map: std::marker::PhantomData,
+        }
+    }
+
     /// Copies `data` into an anonymous map at `off`.
     pub fn write(&self, off: usize, data: &[u8]) {
         assert!(self.writable, "write to a read-only map");
@@ -180,6 +194,50 @@ impl Map {
         unsafe {
             libc::madvise(self.ptr.cast(), self.len, libc::MADV_RANDOM);
         }
+    }
+}
+
+/// A range of a map that hands out slices of the parts asked for, never one slice of the
+/// whole: a snapshot's view of the file, whose range also covers free pages that a writer may
+/// be writing (docs/safety.md §2). Copyable, like the `&[u8]` it stands for.
+#[derive(Clone, Copy)]
+pub struct MapView<'a> {
+    ptr: *const u8,
+    len: usize,
+    _map: std::marker::PhantomData<&'a Map>,
+}
+
+// SAFETY: docs/safety.md §2: a MapView only makes shared slices of a live map, as a &[u8]
+// does, and may be sent and shared as one.
+unsafe impl Send for MapView<'_> {}
+// SAFETY: docs/safety.md §2, as for Send.
+unsafe impl Sync for MapView<'_> {}
+
+impl<'a> MapView<'a> {
+    /// Length of the range.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the range is empty.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes `[off, off + len)` of the range. Panics if they leave it. The caller guarantees
+    /// that they are pages of a snapshot (docs/safety.md §2).
+    #[inline(always)]
+    pub fn slice(&self, off: usize, len: usize) -> &'a [u8] {
+        assert!(
+            off.checked_add(len).is_some_and(|end| end <= self.len),
+            "view range"
+        );
+        // SAFETY: docs/safety.md §2: in bounds of the range (asserted), which lies in the live
+        // map it borrows; initialised memory; snapshot pages, which nothing writes while the
+        // snapshot is registered (page lifetime).
+        unsafe { std::slice::from_raw_parts(self.ptr.add(off), len) }
     }
 }
 

@@ -15,7 +15,7 @@
 
 use crate::error::{Error, Result};
 use crate::format::{self, BOOT_ID};
-use crate::os::{self, Map, MapPages};
+use crate::os::{self, Map, MapPages, MapView};
 use std::fs::File;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -24,6 +24,9 @@ use std::sync::{Mutex, OnceLock};
 pub trait Storage: Send + Sync + private::Sealed {
     /// Bytes `[off, off + len)`, which must lie below the current length.
     fn bytes(&self, off: u64, len: usize) -> Result<&[u8]>;
+    /// The same range as a view that makes slices of the parts asked for (a snapshot's whole
+    /// file, free pages included, must not be one slice: a writer may be writing those).
+    fn view(&self, off: u64, len: usize) -> Result<MapView<'_>>;
     /// Current length in bytes.
     fn len(&self) -> u64;
     /// Re-reads the length, which another process may have changed.
@@ -64,6 +67,11 @@ pub trait Storage: Send + Sync + private::Sealed {
     /// wrote there (sealed pages): as durable as a `write_at` of them, that is, after the
     /// next `sync`.
     fn stored(&self, _off: u64, _bufs: &[&[u8]]) {}
+    /// Writes a commit's meta slot (`off` inside page 0): with `write_at`, or, where pages are
+    /// written in place, through the map too (one write call less per commit).
+    fn write_meta(&self, off: u64, meta: &[u8]) -> Result<()> {
+        self.write_at(off, &[meta])
+    }
     /// Size of the address range reserved for the map.
     fn reserved(&self) -> u64;
     /// Advises random access.
@@ -317,6 +325,21 @@ impl Storage for FileStorage {
         Ok(self.map.slice(off as usize, len))
     }
 
+    fn view(&self, off: u64, len: usize) -> Result<MapView<'_>> {
+        let end = off
+            .checked_add(len as u64)
+            .ok_or_else(|| Error::corrupted("page offset overflows"))?;
+        if (end > self.len.load(Ordering::Acquire) && end > self.refresh_len())
+            || end > self.map.len() as u64
+        {
+            return Err(Error::corrupted(format!(
+                "{}: view of bytes {off}..{end} past the end of the file",
+                self.name
+            )));
+        }
+        Ok(self.map.view(off as usize, len))
+    }
+
     fn len(&self) -> u64 {
         self.len.load(Ordering::Acquire)
     }
@@ -405,6 +428,19 @@ impl Storage for FileStorage {
 
     fn stored(&self, off: u64, bufs: &[&[u8]]) {
         self.verified.wrote(off, bufs);
+    }
+
+    fn write_meta(&self, off: u64, meta: &[u8]) -> Result<()> {
+        let end = off + meta.len() as u64;
+        if !self.map_writes.load(Ordering::Acquire) || end > UNIT || end > self.len() {
+            return self.write_at(off, &[meta]);
+        }
+        // SAFETY: docs/safety.md §8: the meta slots are written by the write transaction
+        // alone (writer lock) and read only with pread, never through a slice or view of the
+        // map; page 0 lies below the file's length on allocated blocks (`map_writes`).
+        let mut slot = unsafe { self.map.pages_mut(off as usize, meta.len()) };
+        slot.copy_from_slice(meta);
+        Ok(())
     }
 
     fn reserved(&self) -> u64 {
@@ -707,6 +743,18 @@ impl Storage for SimStorage {
             )));
         }
         Ok(self.map.slice(off as usize, len))
+    }
+
+    fn view(&self, off: u64, len: usize) -> Result<MapView<'_>> {
+        let end = off
+            .checked_add(len as u64)
+            .ok_or_else(|| Error::corrupted("page offset overflows"))?;
+        if end > self.len.load(Ordering::Acquire) {
+            return Err(Error::corrupted(format!(
+                "view of bytes {off}..{end} past the end of the file"
+            )));
+        }
+        Ok(self.map.view(off as usize, len))
     }
 
     fn len(&self) -> u64 {

@@ -73,8 +73,9 @@ pub(crate) struct Snapshot<'a> {
     pub storage: &'a dyn Storage,
     pub meta: Meta,
     /// Bytes `[0, npages * page_size)` of the storage, taken once (None if the storage was
-    /// shorter then: every read then checks the length itself, and fails).
-    pub view: Option<&'a [u8]>,
+    /// shorter then: every read then checks the length itself, and fails). A view, not a
+    /// slice: it also spans free pages, which a writer may be writing in place.
+    pub view: Option<crate::os::MapView<'a>>,
 }
 
 impl<'a> Snapshot<'a> {
@@ -83,7 +84,7 @@ impl<'a> Snapshot<'a> {
             .npages
             .checked_mul(u64::from(meta.page_size))
             .and_then(|l| usize::try_from(l).ok());
-        let view = len.and_then(|l| storage.bytes(0, l).ok());
+        let view = len.and_then(|l| storage.view(0, l).ok());
         Snapshot {
             storage,
             meta,
@@ -108,7 +109,7 @@ impl PageSource for Snapshot<'_> {
         if let Some(v) = self.view {
             // pgno < npages: within the view.
             let off = pgno as usize * ps;
-            let b = &v[off..off + ps];
+            let b = v.slice(off, ps);
             return crate::storage::checked_pages(
                 self.storage,
                 b,
