@@ -23,7 +23,10 @@ use std::sync::{Mutex, OnceLock};
 /// Where the data file's bytes live. Sealed: the engine relies on the exact guarantees above.
 pub trait Storage: Send + Sync + private::Sealed {
     /// Bytes `[off, off + len)`, which must lie below the current length.
-    fn bytes(&self, off: u64, len: usize) -> Result<&[u8]>;
+    #[inline]
+    fn bytes(&self, off: u64, len: usize) -> Result<&[u8]> {
+        Ok(self.view(off, len)?.slice(0, len))
+    }
     /// The same range as a view that makes slices of the parts asked for (a snapshot's whole
     /// file, free pages included, must not be one slice: a writer may be writing those).
     fn view(&self, off: u64, len: usize) -> Result<MapView<'_>>;
@@ -306,7 +309,7 @@ impl FileStorage {
 
 impl Storage for FileStorage {
     #[inline]
-    fn bytes(&self, off: u64, len: usize) -> Result<&[u8]> {
+    fn view(&self, off: u64, len: usize) -> Result<MapView<'_>> {
         let end = off
             .checked_add(len as u64)
             .ok_or_else(|| Error::corrupted("page offset overflows"))?;
@@ -319,21 +322,6 @@ impl Storage for FileStorage {
         if end > self.map.len() as u64 {
             return Err(Error::corrupted(format!(
                 "{}: read past the mapped range",
-                self.name
-            )));
-        }
-        Ok(self.map.slice(off as usize, len))
-    }
-
-    fn view(&self, off: u64, len: usize) -> Result<MapView<'_>> {
-        let end = off
-            .checked_add(len as u64)
-            .ok_or_else(|| Error::corrupted("page offset overflows"))?;
-        if (end > self.len.load(Ordering::Acquire) && end > self.refresh_len())
-            || end > self.map.len() as u64
-        {
-            return Err(Error::corrupted(format!(
-                "{}: view of bytes {off}..{end} past the end of the file",
                 self.name
             )));
         }
@@ -733,25 +721,13 @@ fn apply(img: &mut [u8], off: u64, data: &[u8], tear: Option<&mut SimRng>) {
 
 impl Storage for SimStorage {
     #[inline]
-    fn bytes(&self, off: u64, len: usize) -> Result<&[u8]> {
-        let end = off
-            .checked_add(len as u64)
-            .ok_or_else(|| Error::corrupted("page offset overflows"))?;
-        if end > self.len.load(Ordering::Acquire) {
-            return Err(Error::corrupted(format!(
-                "read of bytes {off}..{end} past the end of the file"
-            )));
-        }
-        Ok(self.map.slice(off as usize, len))
-    }
-
     fn view(&self, off: u64, len: usize) -> Result<MapView<'_>> {
         let end = off
             .checked_add(len as u64)
             .ok_or_else(|| Error::corrupted("page offset overflows"))?;
         if end > self.len.load(Ordering::Acquire) {
             return Err(Error::corrupted(format!(
-                "view of bytes {off}..{end} past the end of the file"
+                "read of bytes {off}..{end} past the end of the file"
             )));
         }
         Ok(self.map.view(off as usize, len))
