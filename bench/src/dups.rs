@@ -4,7 +4,7 @@
 //! N pairs (1,000,000 in the full set) over 1,000 keys, 16-byte decimal keys and values:
 //! 1. insert every pair in random order, 10,000 pairs per write transaction;
 //! 2. iterate every key's values (SET_KEY, then NEXT_DUP to the last), in one read transaction,
-//!    three times over;
+//!    `ITER_PASSES` times over;
 //! 3. delete half of the pairs (one key/value pair at a time) in random order, 10,000 per
 //!    transaction; then check that the other half is all there.
 //!
@@ -176,10 +176,10 @@ fn phases(s: &mut Scratch, p: &Params, out: &mut Output, l: &Layout) -> Result<(
     );
 
     out.phase = iter;
-    // Ten passes: one pass over a million values takes 1-30 ms depending on the engine and the
-    // layout (a bulk pass ~2 ms), too short to time on a shared machine; with three passes the
-    // bulk rows moved 0.64x-0.99x between runs of one build. The first pass after the inserts
-    // is the coldest for every engine alike.
+    // Ten passes: one pass over a million values takes 1-45 ms depending on the engine and the
+    // layout (a bulk pass 1-2 ms), too short to time on a shared machine; with three passes
+    // the bulk rows moved 0.64x-0.92x between runs of one build. The first pass after the
+    // inserts is the coldest for every engine alike.
     let t = Instant::now();
     let mut seen = 0;
     for _ in 0..ITER_PASSES {
