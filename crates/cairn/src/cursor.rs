@@ -52,7 +52,12 @@ impl<'t> Cursor<'t> {
         db: Database,
         rec: &DbRecord,
     ) -> Result<()> {
-        if dups::is_dupsort(rec) {
+        // The flag first: no order set anywhere means no lock to take.
+        if dups::is_dupsort(rec)
+            && env
+                .custom_dup_orders
+                .load(std::sync::atomic::Ordering::Acquire)
+        {
             if let Some(v) = env.db_dup_cmp(env.check_db(db)?) {
                 self.vcmp = v;
             }
@@ -225,7 +230,11 @@ impl<'t> Iter<'t> {
         env: &crate::env::EnvInner,
         db: Database,
     ) -> Result<Iter<'t>> {
-        if dups::is_dupsort(&self.rec) {
+        if dups::is_dupsort(&self.rec)
+            && env
+                .custom_dup_orders
+                .load(std::sync::atomic::Ordering::Acquire)
+        {
             if let Some(v) = env.db_dup_cmp(env.check_db(db)?) {
                 self.vcmp = v;
             }

@@ -307,6 +307,12 @@ impl EnvInner {
 
     /// The user-supplied value order of a DUP_SORT database, if one was set.
     pub(crate) fn db_dup_cmp(&self, idx: usize) -> Option<KeyCmp> {
+        if !self
+            .custom_dup_orders
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            return None;
+        }
         self.dbs.read().unwrap_or_else(|p| p.into_inner())[idx]
             .dup_cmp
             .clone()

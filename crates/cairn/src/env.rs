@@ -301,6 +301,9 @@ pub(crate) struct EnvInner {
     /// The size limit in bytes (0: none); starts as `opts.max_size`, changed by
     /// [`Env::set_max_size`].
     pub max_size: AtomicU64,
+    /// Whether a user value order was ever set ([`Env::set_dup_order`]): until then opening a
+    /// cursor on a sorted-duplicates database need not take the `dbs` lock to look for one.
+    pub custom_dup_orders: AtomicBool,
 }
 
 /// An open database environment: one file, its named databases, its transactions. Cheap to
@@ -433,6 +436,7 @@ impl Env {
                 path: None,
                 fork_gen: crate::os::fork_generation(),
                 max_size: AtomicU64::new(opts_max.unwrap_or(0)),
+                custom_dup_orders: AtomicBool::new(false),
             }),
         };
         // The main database's flags are stored in its record.
@@ -565,6 +569,9 @@ impl Env {
     pub fn set_dup_order(&self, db: crate::Database, order: Option<format::CmpFn>) -> Result<()> {
         let idx = self.inner.check_db(db)?;
         let mut g = self.inner.dbs_mut();
+        if order.is_some() {
+            self.inner.custom_dup_orders.store(true, Ordering::Release);
+        }
         g[idx].dup_cmp = order.map(KeyCmp::Custom);
         Ok(())
     }

@@ -4,7 +4,7 @@
 //! sub-tree of a DUPFIXED database reads packed leaves ([`Position::set_packed`]); every
 //! other tree's leaves are node pages.
 
-use super::{node_value, packed, tree_page, PageSource, MAX_DEPTH};
+use super::{node_value, packed, tree_page, PageSource, Path, MAX_DEPTH};
 use crate::error::{Error, Result};
 use crate::format::{DbRecord, KeyCmp, Leaf};
 use std::cmp::Ordering;
@@ -12,7 +12,7 @@ use std::cmp::Ordering;
 /// Where a cursor stands.
 #[derive(Clone, Debug, Default)]
 pub struct Position {
-    stack: Vec<(u64, usize)>,
+    stack: Path,
     /// Depth of the tree walked (from its record): every leaf must lie at exactly this level.
     depth: usize,
     /// The value size of the packed leaves of the tree walked (None: node leaves).
@@ -23,7 +23,7 @@ impl Position {
     /// An unpositioned cursor.
     pub fn new() -> Position {
         Position {
-            stack: Vec::with_capacity(8),
+            stack: Path::default(),
             depth: 0,
             packed: None,
         }
@@ -73,7 +73,7 @@ impl Position {
                         "page {pgno}: empty page inside a tree"
                     )));
                 }
-                self.stack.push((pgno, if last { n - 1 } else { 0 }));
+                self.stack.push((pgno, if last { n - 1 } else { 0 }))?;
                 return Ok(Some(l));
             };
             let n = p.nkeys();
@@ -83,7 +83,7 @@ impl Position {
                 )));
             }
             let i = if last { n - 1 } else { 0 };
-            self.stack.push((pgno, i));
+            self.stack.push((pgno, i))?;
             pgno = p.child(i)?;
         }
     }
@@ -175,17 +175,17 @@ impl Position {
                     Leaf::Nodes(p) => p.lower_bound(key, cmp, 0)?,
                     Leaf::Packed(p) => p.lower_bound(key, cmp),
                 };
-                self.stack.push((pgno, i));
+                self.stack.push((pgno, i))?;
                 if i >= l.nkeys() {
                     // Past this leaf's last key: the answer is the next leaf's first entry.
-                    self.stack.last_mut().expect("pushed").1 = l.nkeys().saturating_sub(1);
+                    self.set_leaf_slot(l.nkeys().saturating_sub(1));
                     let more = self.next(src)?;
                     return Ok((more, false, None));
                 }
                 return Ok((true, exact, Some(l)));
             };
             let i = p.child_index(key, cmp)?;
-            self.stack.push((pgno, i));
+            self.stack.push((pgno, i))?;
             pgno = p.child(i)?;
         }
     }
@@ -204,7 +204,7 @@ impl Position {
         key: &[u8],
         leaf: Option<(u64, crate::format::Page<'a>)>,
     ) -> Result<Option<(crate::format::Page<'a>, bool)>> {
-        let Some(&(pgno, _)) = self.stack.last() else {
+        let Some((pgno, _)) = self.stack.last() else {
             return Ok(None);
         };
         if self.packed.is_some() {
@@ -254,7 +254,7 @@ impl Position {
         if d < 2 {
             return Ok(None);
         }
-        let (ppg, j) = self.stack[d - 2];
+        let (ppg, j) = self.stack.at(d - 2);
         let parent = tree_page(src, ppg)?;
         let m = parent.nkeys();
         if j + 2 >= m || cmp.cmp(key, parent.key(j + 2)?) != Ordering::Less {
@@ -262,7 +262,7 @@ impl Position {
         }
         let child = parent.child(j + 1)?;
         self.stack.truncate(d - 1);
-        self.stack[d - 2].1 = j + 1;
+        self.stack.set_slot(d - 2, j + 1);
         match self.push_edge(src, child, false)? {
             Some(Leaf::Nodes(p)) => Ok(Some(p)),
             _ => Err(Error::corrupted(format!(
@@ -299,7 +299,7 @@ impl Position {
         leaf: Option<(u64, Leaf<'a>)>,
     ) -> Result<Option<Leaf<'a>>> {
         // Fast path: within the leaf.
-        let Some(&(pgno, i)) = self.stack.last() else {
+        let Some((pgno, i)) = self.stack.last() else {
             return Ok(None);
         };
         let p = match leaf {
@@ -319,7 +319,7 @@ impl Position {
         let mut lvl = self.stack.len() - 1;
         while lvl > 0 {
             lvl -= 1;
-            let (pgno, i) = self.stack[lvl];
+            let (pgno, i) = self.stack.at(lvl);
             let p = tree_page(src, pgno)?;
             let moved = if fwd && i + 1 < p.nkeys() {
                 Some(i + 1)
@@ -330,7 +330,7 @@ impl Position {
             };
             if let Some(j) = moved {
                 self.stack.truncate(lvl + 1);
-                self.stack[lvl].1 = j;
+                self.stack.set_slot(lvl, j);
                 let child = p.child(j)?;
                 return match self.push_edge(src, child, !fwd)? {
                     Some(l) => Ok(Some(l)),
@@ -349,7 +349,7 @@ impl Position {
         &self,
         src: &'a S,
     ) -> Result<Option<(&'a [u8], &'a [u8])>> {
-        let Some(&(pgno, i)) = self.stack.last() else {
+        let Some((pgno, i)) = self.stack.last() else {
             return Ok(None);
         };
         match self.leaf_page(src, pgno)? {
@@ -384,14 +384,14 @@ impl Position {
     /// The leaf page and slot (for in-place operations).
     #[inline]
     pub fn leaf(&self) -> Option<(u64, usize)> {
-        self.stack.last().copied()
+        self.stack.last()
     }
 
     /// Moves to slot `i` of the current leaf (the caller checked `i` against the page).
     #[inline]
     pub fn set_leaf_slot(&mut self, i: usize) {
-        if let Some(top) = self.stack.last_mut() {
-            top.1 = i;
+        if let Some(k) = self.stack.len().checked_sub(1) {
+            self.stack.set_slot(k, i);
         }
     }
 }

@@ -53,10 +53,11 @@ pub trait PageWriter: PageSource {
 }
 
 /// The branch pages above a leaf with the slot taken in each, root first, as a descent
-/// records them for the splits or merges that may follow. The first levels live inline (a
-/// real tree is a few levels deep, and a put or delete then allocates nothing for its path);
-/// deeper ones spill to the heap. At most `MAX_DEPTH` levels.
-#[derive(Default)]
+/// records them for the splits or merges that may follow; also a cursor position's levels,
+/// leaf included. The first levels live inline (a real tree is a few levels deep, and a put,
+/// a delete or a fresh cursor then allocates nothing for its path); deeper ones spill to the
+/// heap. At most `MAX_DEPTH` levels: a push past that is a corrupted tree.
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Path {
     inline: [(u64, usize); PATH_INLINE],
     spill: Vec<(u64, usize)>,
@@ -66,6 +67,41 @@ pub(crate) struct Path {
 const PATH_INLINE: usize = 8;
 
 impl Path {
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline]
+    pub(crate) fn clear(&mut self) {
+        self.truncate(0);
+    }
+
+    /// Keeps the first `len` levels.
+    #[inline]
+    pub(crate) fn truncate(&mut self, len: usize) {
+        if len < self.len {
+            self.len = len;
+            self.spill.truncate(len.saturating_sub(PATH_INLINE));
+        }
+    }
+
+    /// Sets the slot of level `k` (< len).
+    #[inline]
+    pub(crate) fn set_slot(&mut self, k: usize, slot: usize) {
+        debug_assert!(k < self.len);
+        match self.inline.get_mut(k) {
+            Some(s) => s.1 = slot,
+            None => self.spill[k - PATH_INLINE].1 = slot,
+        }
+    }
+
+    #[inline]
     pub(crate) fn push(&mut self, step: (u64, usize)) -> Result<()> {
         if self.len >= MAX_DEPTH {
             return Err(Error::corrupted("tree deeper than the depth limit"));
@@ -89,6 +125,7 @@ impl Path {
     }
 
     /// The deepest level.
+    #[inline]
     pub(crate) fn last(&self) -> Option<(u64, usize)> {
         let i = self.len.checked_sub(1)?;
         if i < PATH_INLINE {
@@ -99,7 +136,8 @@ impl Path {
     }
 
     /// Level `k` (< len), from the root.
-    fn at(&self, k: usize) -> (u64, usize) {
+    #[inline]
+    pub(crate) fn at(&self, k: usize) -> (u64, usize) {
         if k < PATH_INLINE {
             self.inline[k]
         } else {
@@ -330,4 +368,42 @@ pub(crate) fn count_page(rec: &mut DbRecord, kind: u8, delta: i64) {
         _ => &mut rec.overflow_pages,
     };
     *c = c.wrapping_add_signed(delta);
+}
+
+#[cfg(test)]
+mod path_tests {
+    use super::*;
+
+    /// The levels past the inline ones behave as the inline ones, and the depth limit holds.
+    #[test]
+    fn path_spills_past_inline_levels_and_stops_at_the_limit() {
+        let mut s = Path::default();
+        assert!(s.is_empty() && s.last().is_none());
+        for k in 0..MAX_DEPTH {
+            s.push((k as u64 + 100, k)).unwrap();
+            assert_eq!(s.last(), Some((k as u64 + 100, k)));
+        }
+        assert!(s.push((1, 1)).is_err(), "a level past MAX_DEPTH");
+        assert_eq!(s.len(), MAX_DEPTH);
+        for k in 0..MAX_DEPTH {
+            assert_eq!(s.at(k), (k as u64 + 100, k));
+            s.set_slot(k, 2 * k);
+            assert_eq!(s.at(k), (k as u64 + 100, 2 * k));
+        }
+        s.truncate(PATH_INLINE + 2);
+        assert_eq!(
+            s.last(),
+            Some(((PATH_INLINE + 1) as u64 + 100, 2 * (PATH_INLINE + 1)))
+        );
+        s.push((7, 7)).unwrap();
+        assert_eq!(s.at(PATH_INLINE + 2), (7, 7));
+        s.truncate(3);
+        assert_eq!((s.len(), s.last()), (3, Some((102, 4))));
+        s.push((9, 9)).unwrap();
+        assert_eq!(s.at(3), (9, 9));
+        s.clear();
+        assert!(s.is_empty() && s.last().is_none());
+        s.push((5, 0)).unwrap();
+        assert_eq!(s.at(0), (5, 0));
+    }
 }
