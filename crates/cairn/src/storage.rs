@@ -193,14 +193,16 @@ pub(crate) fn read_pages(
         .and_then(|l| usize::try_from(l).ok())
         .ok_or_else(|| Error::corrupted(format!("run of {span} pages out of range")))?;
     let b = storage.bytes(off, len)?;
-    checked_pages(storage, b, off, pgno, span, max_txnid)
+    checked_pages(storage.verified(), b, off, pgno, span, max_txnid)
 }
 
-/// `read_pages` for bytes `b` already taken from `storage` at `off` (a transaction that mapped
-/// its whole snapshot once): the same checks of the image.
-#[inline]
+/// `read_pages` for bytes `b` already taken at `off` from the storage whose verified-page table
+/// is `seen` (a transaction that mapped its whole snapshot once, and looked the table up once):
+/// the same checks of the image. Inlined into every page read: a cursor walk reads a page per
+/// step or two.
+#[inline(always)]
 pub(crate) fn checked_pages<'a>(
-    storage: &dyn Storage,
+    seen: &VerifiedPages,
     b: &'a [u8],
     off: u64,
     pgno: u64,
@@ -224,7 +226,6 @@ pub(crate) fn checked_pages<'a>(
             id.txnid
         )));
     }
-    let seen = storage.verified();
     if !seen.is_verified(off, id.txnid) {
         format::verify_page(b, pgno, None)?;
         seen.mark(off, id.txnid);

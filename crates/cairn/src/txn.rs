@@ -76,6 +76,8 @@ pub(crate) struct Snapshot<'a> {
     /// shorter then: every read then checks the length itself, and fails). A view, not a
     /// slice: it also spans free pages, which a writer may be writing in place.
     pub view: Option<crate::os::MapView<'a>>,
+    /// The storage's verified-page table, looked up once (every page read consults it).
+    verified: &'a crate::storage::VerifiedPages,
 }
 
 impl<'a> Snapshot<'a> {
@@ -89,6 +91,7 @@ impl<'a> Snapshot<'a> {
             storage,
             meta,
             view,
+            verified: storage.verified(),
         }
     }
 }
@@ -111,7 +114,7 @@ impl PageSource for Snapshot<'_> {
             let off = pgno as usize * ps;
             let b = v.slice(off, ps);
             return crate::storage::checked_pages(
-                self.storage,
+                self.verified,
                 b,
                 off as u64,
                 pgno,
