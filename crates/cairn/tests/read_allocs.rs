@@ -1,5 +1,6 @@
 //! Reads allocate nothing once warm: opening a cursor, seeking, stepping, the *_MULTIPLE bulk
-//! reads of sorted duplicates and plain gets take no heap memory (a fresh cursor per lookup is
+//! reads of sorted duplicates, plain gets and the iterators (over one key's values, over a
+//! whole database) take no heap memory (a fresh cursor per lookup is
 //! a common pattern, and a malloc and free per cursor was ~12% of a bulk read's instructions).
 //! A counting global allocator watches the calls made by the test's own thread (its own test
 //! binary, so nothing else installs an allocator).
@@ -120,4 +121,20 @@ fn warm_reads_allocate_nothing() {
     // verified-page table's chunks.
     pass();
     assert_eq!(allocs_in(pass), 0, "allocations during warm reads");
+    let iters = || {
+        let mut n = 0u64;
+        for k in 0..KEYS {
+            for v in r.iter_dup(sorted, &key(k)).unwrap() {
+                v.unwrap();
+                n += 1;
+            }
+        }
+        for e in r.iter(plain).unwrap() {
+            e.unwrap();
+            n += 1;
+        }
+        assert_eq!(n, KEYS * VALUES + KEYS);
+    };
+    iters();
+    assert_eq!(allocs_in(iters), 0, "allocations during warm iteration");
 }
