@@ -52,15 +52,8 @@ impl<'t> Cursor<'t> {
         db: Database,
         rec: &DbRecord,
     ) -> Result<()> {
-        // The flag first: no order set anywhere means no lock to take.
-        if dups::is_dupsort(rec)
-            && env
-                .custom_dup_orders
-                .load(std::sync::atomic::Ordering::Acquire)
-        {
-            if let Some(v) = env.db_dup_cmp(env.check_db(db)?) {
-                self.vcmp = v;
-            }
+        if let Some(v) = env.dup_order_of(db, rec)? {
+            self.vcmp = v;
         }
         Ok(())
     }
@@ -230,14 +223,8 @@ impl<'t> Iter<'t> {
         env: &crate::env::EnvInner,
         db: Database,
     ) -> Result<Iter<'t>> {
-        if dups::is_dupsort(&self.rec)
-            && env
-                .custom_dup_orders
-                .load(std::sync::atomic::Ordering::Acquire)
-        {
-            if let Some(v) = env.db_dup_cmp(env.check_db(db)?) {
-                self.vcmp = v;
-            }
+        if let Some(v) = env.dup_order_of(db, &self.rec)? {
+            self.vcmp = v;
         }
         Ok(self)
     }

@@ -305,17 +305,31 @@ impl EnvInner {
         Ok(())
     }
 
-    /// The user-supplied value order of a DUP_SORT database, if one was set.
+    /// The user-supplied value order of a DUP_SORT database, if one was set. Until any was
+    /// (`custom_dup_orders`), answers without taking the `dbs` lock.
     pub(crate) fn db_dup_cmp(&self, idx: usize) -> Option<KeyCmp> {
-        if !self
-            .custom_dup_orders
-            .load(std::sync::atomic::Ordering::Acquire)
-        {
+        if !self.any_dup_order() {
             return None;
         }
         self.dbs.read().unwrap_or_else(|p| p.into_inner())[idx]
             .dup_cmp
             .clone()
+    }
+
+    /// [`Self::db_dup_cmp`] for a handle: for a database with sorted duplicates (record
+    /// `rec`), the order a cursor or iterator over it compares values with, if a user set one.
+    /// Checks the handle only when some order exists (it was checked when `rec` was read).
+    pub(crate) fn dup_order_of(&self, db: Database, rec: &DbRecord) -> Result<Option<KeyCmp>> {
+        if !crate::btree::dups::is_dupsort(rec) || !self.any_dup_order() {
+            return Ok(None);
+        }
+        Ok(self.db_dup_cmp(self.check_db(db)?))
+    }
+
+    #[inline]
+    fn any_dup_order(&self) -> bool {
+        self.custom_dup_orders
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     pub(crate) fn db_flags(&self, idx: usize) -> DbFlags {

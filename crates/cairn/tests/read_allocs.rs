@@ -1,9 +1,9 @@
 //! Reads allocate nothing once warm: opening a cursor, seeking, stepping, the *_MULTIPLE bulk
 //! reads of sorted duplicates, plain gets and the iterators (over one key's values, over a
-//! whole database) take no heap memory (a fresh cursor per lookup is
-//! a common pattern, and a malloc and free per cursor was ~12% of a bulk read's instructions).
-//! A counting global allocator watches the calls made by the test's own thread (its own test
-//! binary, so nothing else installs an allocator).
+//! whole database) take no heap memory (a fresh cursor per lookup is a common pattern, and a
+//! malloc and free per cursor was ~12% of a bulk read's instructions). A counting global
+//! allocator watches the calls made by the test's own thread (its own test binary, so nothing
+//! else installs an allocator).
 
 use cairn::{DbFlags, Env, PutFlags};
 use std::alloc::{GlobalAlloc, Layout, System};

@@ -20,13 +20,9 @@ pub struct Position {
 }
 
 impl Position {
-    /// An unpositioned cursor.
+    /// An unpositioned cursor (allocates nothing: its levels start inline).
     pub fn new() -> Position {
-        Position {
-            stack: Path::default(),
-            depth: 0,
-            packed: None,
-        }
+        Position::default()
     }
 
     /// Sets the kind of leaves of the trees walked from now on: packed leaves of `size`-byte

@@ -60,11 +60,7 @@ impl DupPos {
             dups,
             fixed: dups && DupOrder::of(rec.flags).fixed,
             at: At::One,
-            sub: if dups {
-                Position::new()
-            } else {
-                Position::default()
-            },
+            sub: Position::new(),
             sub_rec: DbRecord::default(),
         }
     }
