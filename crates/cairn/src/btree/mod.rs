@@ -104,7 +104,10 @@ impl Path {
     #[inline]
     pub(crate) fn push(&mut self, step: (u64, usize)) -> Result<()> {
         if self.len >= MAX_DEPTH {
-            return Err(Error::corrupted("tree deeper than the depth limit"));
+            return Err(Error::corrupted(format!(
+                "page {}: below the depth limit of {MAX_DEPTH} levels",
+                step.0
+            )));
         }
         match self.inline.get_mut(self.len) {
             Some(slot) => *slot = step,
