@@ -4,10 +4,15 @@ export CARGO_TERM_COLOR := never
 
 .PHONY: demo test test-rust test-kill test-cli test-py py-venv bench-py lmdb-utils lint bench bench-full torture torture-kill asan doc fuzz miri capi capi-deps test-capi install-capi bench-capi capi-bench-programs
 
+# Suites kept in mk/*.mk (the LMDB drop-in checks: py-lmdb's own suite, Debian's programs);
+# each appends its test target to COMPAT_TESTS, which `make test` runs after the others.
+COMPAT_TESTS :=
+include $(wildcard mk/*.mk)
+
 demo:
 	$(CARGO) run --release -p cairn --example demo
 
-test: test-rust test-kill test-cli test-py test-capi
+test: test-rust test-kill test-cli test-py test-capi $(COMPAT_TESTS)
 
 test-rust:
 	$(CARGO) test -p cairn --release
