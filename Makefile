@@ -7,6 +7,7 @@ export CARGO_TERM_COLOR := never
 # Suites kept in mk/*.mk (the LMDB drop-in checks: py-lmdb's own suite, Debian's programs);
 # each appends its test target to COMPAT_TESTS, which `make test` runs after the others.
 COMPAT_TESTS :=
+.DEFAULT_GOAL := demo
 include $(wildcard mk/*.mk)
 
 demo:
