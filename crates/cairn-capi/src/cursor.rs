@@ -19,7 +19,8 @@ use crate::env::{handle, trc, tri};
 use crate::txn::MDB_txn;
 use crate::{guard, guard_void, op, set_val, slice, MDB_dbi, MDB_val};
 use crate::{
-    MDB_CURRENT, MDB_INCOMPATIBLE, MDB_MULTIPLE, MDB_NODUPDATA, MDB_NOTFOUND, MDB_RESERVE,
+    MDB_BAD_VALSIZE, MDB_CURRENT, MDB_INCOMPATIBLE, MDB_MULTIPLE, MDB_NODUPDATA, MDB_NOTFOUND,
+    MDB_RESERVE,
 };
 use cairn::{Cursor, Database, DbFlags, PutFlags};
 use std::os::raw::{c_int, c_uint};
@@ -362,6 +363,10 @@ extern "C" fn seek<const KEY: bool>(
         };
         // SAFETY: checked non-NULL; the caller's key (docs/safety.md §7).
         let k = unsafe { slice(&*key) };
+        if k.is_empty() {
+            // As in LMDB: no key is empty (the cursor stays where it was).
+            return MDB_BAD_VALSIZE;
+        }
         match cur.set(k) {
             Ok(Some((fk, v))) => {
                 if KEY {
@@ -413,7 +418,11 @@ extern "C" fn position(
         match cop {
             op::SET_RANGE if !key.is_null() => {
                 // SAFETY: checked non-NULL; the caller's key (docs/safety.md §7).
-                let r = cur.set_range(unsafe { slice(&*key) });
+                let k = unsafe { slice(&*key) };
+                if k.is_empty() {
+                    return MDB_BAD_VALSIZE;
+                }
+                let r = cur.set_range(k);
                 deliver(cur, op::SET_RANGE, r, key, data)
             }
             op::GET_CURRENT => match cur.current() {
@@ -467,6 +476,10 @@ fn get_slow(c: &mut MDB_cursor, key: *mut MDB_val, data: *mut MDB_val, cop: c_ui
     } else {
         &[][..]
     };
+    if needs_key && kin.is_empty() {
+        // As in LMDB: no key is empty (the cursor stays where it was).
+        return MDB_BAD_VALSIZE;
+    }
     if c.marks & EOF != 0 {
         match cop {
             op::GET_CURRENT | op::NEXT | op::NEXT_DUP | op::NEXT_NODUP | op::PREV_DUP => {
@@ -643,6 +656,11 @@ pub unsafe extern "C" fn mdb_cursor_put(
         };
         let t = tri!(c.txn());
         let w = tri!(t.rw());
+        // As in LMDB: no key is empty, MDB_CURRENT's included (which may pass none here).
+        // SAFETY: checked non-NULL; the caller's key (docs/safety.md §7).
+        if !key.is_null() && unsafe { (*key).mv_size } == 0 {
+            return MDB_BAD_VALSIZE;
+        }
         // SAFETY: checked non-NULL; the caller's key and value (docs/safety.md §7).
         let k: Vec<u8> = match &here {
             Some((hk, _)) => hk.clone(),

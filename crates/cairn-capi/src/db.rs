@@ -9,7 +9,7 @@
 use crate::env::{env_static, handle, trc, tri, Dbi};
 use crate::txn::{Kind, MDB_txn, View};
 use crate::{guard, set_val, slice, val_of, MDB_cmp_func, MDB_dbi, MDB_stat, MDB_val};
-use crate::{MDB_DBS_FULL, MDB_MULTIPLE, MDB_NOTFOUND, MDB_RESERVE};
+use crate::{MDB_BAD_VALSIZE, MDB_DBS_FULL, MDB_MULTIPLE, MDB_NOTFOUND, MDB_RESERVE};
 use cairn::{Database, DbFlags, PutFlags, RwTxn};
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_uint, c_void};
@@ -175,7 +175,8 @@ pub unsafe extern "C" fn mdb_get(
         // SAFETY: NULL or a live handle of this library (docs/safety.md §7).
         if let Some(t) = unsafe { txn.as_ref() } {
             if let (Kind::Ro(r), Some(Some(d))) = (&t.kind, t.dbis().get(dbi as usize)) {
-                if !key.is_null() && !data.is_null() {
+                // SAFETY: checked non-NULL; the caller's key (docs/safety.md §7).
+                if !key.is_null() && !data.is_null() && unsafe { (*key).mv_size } != 0 {
                     // SAFETY: checked non-NULL; the caller's key (docs/safety.md §7).
                     let k = unsafe { slice(&*key) };
                     return match r.get(d.db, k) {
@@ -203,9 +204,14 @@ fn get_general(txn: *mut MDB_txn, dbi: MDB_dbi, key: *mut MDB_val, data: *mut MD
         return libc::EINVAL;
     }
     let db = tri!(t.dbi(dbi)).db;
+    let view = tri!(t.view());
     // SAFETY: checked non-NULL; the caller's key (docs/safety.md §7).
     let k = unsafe { slice(&*key) };
-    let r = match tri!(t.view()) {
+    if k.is_empty() {
+        // As in LMDB: no key is empty.
+        return MDB_BAD_VALSIZE;
+    }
+    let r = match view {
         View::Ro(r) => r.get(db, k),
         View::Rw(w) => w.get(db, k),
     };
@@ -264,6 +270,9 @@ extern "C" fn put_plain(
         // SAFETY: checked non-NULL by the caller; the caller's key and value (docs/safety.md
         // §7).
         let (k, v) = unsafe { (slice(&*key), slice(&*data)) };
+        if k.is_empty() {
+            return MDB_BAD_VALSIZE;
+        }
         match w.put(db, k, v, PutFlags::from_bits_retain(flags)) {
             Ok(()) => 0,
             // SAFETY: the caller's live handle (docs/safety.md §7); `w` is not used again.
@@ -324,6 +333,9 @@ unsafe extern "C" fn put_general(
         let w = tri!(t.rw());
         // SAFETY: checked non-NULL; the caller's key and value (docs/safety.md §7).
         let k = unsafe { slice(&*key) };
+        if k.is_empty() {
+            return MDB_BAD_VALSIZE;
+        }
         let pf = PutFlags::from_bits_retain(flags & PUT_FLAGS);
         let r = if flags & MDB_RESERVE != 0 {
             // SAFETY: docs/safety.md §7: checked non-NULL.
@@ -359,6 +371,9 @@ pub unsafe extern "C" fn mdb_del(
         let w = tri!(t.rw());
         // SAFETY: checked non-NULL; the caller's key (docs/safety.md §7).
         let k = unsafe { slice(&*key) };
+        if k.is_empty() {
+            return MDB_BAD_VALSIZE;
+        }
         let r = if dupsort && !data.is_null() {
             // SAFETY: docs/safety.md §7: checked non-NULL.
             w.delete_pair(d.db, k, unsafe { slice(&*data) })

@@ -1,0 +1,70 @@
+/* LMDB's documented answers where Cairn's own differ (issue 19, through the C library), each
+ * checked against Debian's LMDB too: no key is empty (MDB_BAD_VALSIZE, the cursor left where
+ * it was). */
+#include "check.h"
+
+static void empty_keys(void) {
+	MDB_env *env = open_env("t_semantics_empty", 0, 2);
+	MDB_txn *txn;
+	MDB_dbi dbi, dups;
+	MDB_cursor *cur, *dcur;
+	MDB_val empty = { 0, (void *)"" }, null_empty = { 0, NULL };
+	MDB_val k = sv("k"), v = sv("v"), out, ko;
+	CHECK(mdb_txn_begin(env, NULL, 0, &txn));
+	CHECK(mdb_dbi_open(txn, "plain", MDB_CREATE, &dbi));
+	CHECK(mdb_dbi_open(txn, "dups", MDB_CREATE | MDB_DUPSORT, &dups));
+	EXPECT(mdb_put(txn, dbi, &empty, &v, 0), MDB_BAD_VALSIZE);
+	EXPECT(mdb_put(txn, dbi, &null_empty, &v, 0), MDB_BAD_VALSIZE);
+	EXPECT(mdb_put(txn, dbi, &empty, &v, MDB_NOOVERWRITE), MDB_BAD_VALSIZE);
+	EXPECT(mdb_put(txn, dups, &empty, &v, MDB_NODUPDATA), MDB_BAD_VALSIZE);
+	/* the transaction is still usable */
+	CHECK(mdb_put(txn, dbi, &k, &v, 0));
+	CHECK(mdb_put(txn, dups, &k, &v, 0));
+	EXPECT(mdb_get(txn, dbi, &empty, &out), MDB_BAD_VALSIZE);
+	EXPECT(mdb_del(txn, dbi, &empty, NULL), MDB_BAD_VALSIZE);
+	EXPECT(mdb_del(txn, dups, &empty, &v), MDB_BAD_VALSIZE);
+	CHECK(mdb_cursor_open(txn, dbi, &cur));
+	CHECK(mdb_cursor_open(txn, dups, &dcur));
+	EXPECT(mdb_cursor_put(cur, &empty, &v, 0), MDB_BAD_VALSIZE);
+	CHECK(mdb_cursor_get(cur, &ko, &out, MDB_FIRST));
+	int ops[] = { MDB_SET, MDB_SET_KEY, MDB_SET_RANGE };
+	for (unsigned i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+		ko = empty;
+		EXPECT(mdb_cursor_get(cur, &ko, &out, ops[i]), MDB_BAD_VALSIZE);
+		/* still on its pair */
+		CHECK(mdb_cursor_get(cur, &ko, &out, MDB_GET_CURRENT));
+		TRUE(veq(ko, "k") && veq(out, "v"));
+	}
+	int dops[] = { MDB_SET, MDB_SET_KEY, MDB_SET_RANGE, MDB_GET_BOTH, MDB_GET_BOTH_RANGE };
+	for (unsigned i = 0; i < sizeof dops / sizeof dops[0]; i++) {
+		ko = empty;
+		out = v;
+		EXPECT(mdb_cursor_get(dcur, &ko, &out, dops[i]), MDB_BAD_VALSIZE);
+	}
+	mdb_cursor_close(cur);
+	mdb_cursor_close(dcur);
+	CHECK(mdb_txn_commit(txn));
+	/* a read transaction, through the read path */
+	CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn));
+	EXPECT(mdb_get(txn, dbi, &empty, &out), MDB_BAD_VALSIZE);
+	CHECK(mdb_cursor_open(txn, dbi, &cur));
+	for (unsigned i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+		ko = empty;
+		EXPECT(mdb_cursor_get(cur, &ko, &out, ops[i]), MDB_BAD_VALSIZE);
+		/* the fast path, on a live cursor */
+		CHECK(mdb_cursor_get(cur, &ko, &out, MDB_FIRST));
+		ko = empty;
+		EXPECT(mdb_cursor_get(cur, &ko, &out, ops[i]), MDB_BAD_VALSIZE);
+		CHECK(mdb_cursor_get(cur, &ko, &out, MDB_GET_CURRENT));
+		TRUE(veq(ko, "k"));
+	}
+	mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	mdb_env_close(env);
+}
+
+int main(void) {
+	empty_keys();
+	printf("t_semantics: ok\n");
+	return 0;
+}
