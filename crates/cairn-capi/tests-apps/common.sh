@@ -24,7 +24,7 @@ run_prefix() {
 
 # fail REASON: the scenario step that failed (printed by run_both), then stop this side.
 fail() {
-	echo "$*" > "$W/.fail"
+	echo "$*" | tr '\n' ' ' > "$W/.fail"
 	exit 1
 }
 
@@ -117,7 +117,9 @@ run_both() {
 	elif ! diff -u "$APPS_WORK/$APP/lmdb.out" "$APPS_WORK/$APP/cairn.out" > "$APPS_WORK/$APP/diff"; then
 		why="output differs from Debian's liblmdb: $(grep -m3 '^[-+][^-+]' "$APPS_WORK/$APP/diff" | tr '\n' ' ')"
 	fi
+	[ -n "$why" ] || grep -q . "$APPS_WORK/$APP/cairn/.libs" 2>/dev/null || why="no check of the library loaded"
 	if [ -n "$why" ]; then
+		why=$(echo "$why" | tr '\n' ' ')
 		echo "FAIL $APP: $why"
 		return 1
 	fi
