@@ -6,6 +6,10 @@ set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 cd "$HERE"
 APPS_WORK=${APPS_WORK:-$(cd ../../.. && pwd)/target/apps}
+# One run at a time on this machine: the scenarios share their ports and work directories.
+mkdir -p "$APPS_WORK"
+exec 9> "$APPS_WORK/.lock"
+flock -w 600 9 || { echo "another run of tests-apps holds $APPS_WORK/.lock"; exit 1; }
 apps=("$@")
 [ ${#apps[@]} -gt 0 ] || apps=($(ls *.sh | grep -v -e '^run.sh$' -e '^common.sh$' | sed 's/\.sh$//'))
 expected() { # app: its line of expected-failures (app: reason), if any
@@ -15,7 +19,6 @@ pass=0 xfail=0 bad=0
 for a in "${apps[@]}"; do
 	start=$(date +%s)
 	log=$APPS_WORK/$a.log
-	mkdir -p "$APPS_WORK"
 	timeout -s KILL 240 bash "./$a.sh" > "$log" 2>&1
 	rc=$?
 	line=$(grep -E '^(PASS|FAIL) ' "$log" | tail -1)
