@@ -413,7 +413,7 @@ pub unsafe extern "C" fn mdb_env_info(env: *mut MDB_env, info: *mut MDB_envinfo)
                 .or(e.mapsize)
                 .unwrap_or(LMDB_DEFAULT_MAPSIZE.max(i.file_size)) as usize,
             me_last_pgno: i.last_pgno as usize,
-            me_last_txnid: i.last_txnid as usize,
+            me_last_txnid: crate::lmdb_txnid(i.last_txnid),
             me_maxreaders: i.max_readers as c_uint,
             me_numreaders: i.readers as c_uint,
         };
@@ -751,7 +751,8 @@ pub unsafe extern "C" fn mdb_reader_list(
             if lines.is_empty() {
                 lines.push("    pid     thread     txnid\n".to_string());
             }
-            lines.push(format!("{:10} {:x} {}\n", r.pid, r.thread, r.txnid));
+            let id = crate::lmdb_txnid(r.txnid);
+            lines.push(format!("{:10} {:x} {}\n", r.pid, r.thread, id));
         }
         if lines.is_empty() {
             lines.push("(no active readers)\n".to_string());

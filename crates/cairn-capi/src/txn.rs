@@ -609,7 +609,8 @@ pub unsafe extern "C" fn mdb_txn_env(txn: *mut MDB_txn) -> *mut MDB_env {
     unsafe { (*txn).env }
 }
 
-/// The transaction id (a read transaction's snapshot; 0 after reset).
+/// The transaction id, numbered as LMDB does (`lmdb_txnid`): a read transaction's snapshot,
+/// 0 after reset.
 #[no_mangle]
 pub unsafe extern "C" fn mdb_txn_id(txn: *mut MDB_txn) -> libc::size_t {
     let mut out = 0;
@@ -619,14 +620,14 @@ pub unsafe extern "C" fn mdb_txn_id(txn: *mut MDB_txn) -> libc::size_t {
         }
         // SAFETY: docs/safety.md §7: a live handle.
         let t = unsafe { &*txn };
-        out = match &t.kind {
+        out = crate::lmdb_txnid(match &t.kind {
             Kind::Ro(r) => r.id(),
             Kind::Reset => 0,
             // SAFETY: docs/safety.md §7: the boxes live until the transaction ends.
             Kind::Rw(p) => unsafe { &**p }.id(),
             // SAFETY: docs/safety.md §7: as above.
             Kind::Nested(p) => unsafe { &**p }.id(),
-        } as usize;
+        });
     });
     out
 }

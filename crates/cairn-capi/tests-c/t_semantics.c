@@ -1,6 +1,7 @@
 /* LMDB's documented answers where Cairn's own differ (issue 19, through the C library), each
  * checked against Debian's LMDB too: no key is empty (MDB_BAD_VALSIZE, the cursor left where
- * it was). */
+ * it was); transaction ids count from 0, an empty environment, so the first write
+ * transaction is 1. */
 #include "check.h"
 
 static void empty_keys(void) {
@@ -63,8 +64,54 @@ static void empty_keys(void) {
 	mdb_env_close(env);
 }
 
+static int reader_line(const char *msg, void *ctx) {
+	/* "pid thread txnid": the txnid of the one reader */
+	unsigned long long pid, id;
+	char thread[64];
+	if (sscanf(msg, "%llu %63s %llu", &pid, thread, &id) == 3)
+		*(unsigned long long *)ctx = id;
+	return 0;
+}
+
+static void txn_ids(void) {
+	MDB_env *env = open_env("t_semantics_ids", 0, 0);
+	MDB_envinfo info;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	MDB_val k = sv("k"), v = sv("v");
+	CHECK(mdb_env_info(env, &info));
+	TRUE(info.me_last_txnid == 0);
+	CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn));
+	TRUE(mdb_txn_id(txn) == 0);
+	mdb_txn_abort(txn);
+	for (size_t i = 1; i <= 3; i++) {
+		CHECK(mdb_txn_begin(env, NULL, 0, &txn));
+		TRUE(mdb_txn_id(txn) == i);
+		CHECK(mdb_dbi_open(txn, NULL, 0, &dbi));
+		CHECK(mdb_put(txn, dbi, &k, &v, 0));
+		CHECK(mdb_txn_commit(txn));
+		CHECK(mdb_env_info(env, &info));
+		TRUE(info.me_last_txnid == i);
+	}
+	CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn));
+	TRUE(mdb_txn_id(txn) == 3);
+	unsigned long long listed = 0;
+	CHECK(mdb_reader_list(env, reader_line, &listed));
+	TRUE(listed == 3);
+	mdb_txn_abort(txn);
+	/* an aborted write transaction uses no number */
+	CHECK(mdb_txn_begin(env, NULL, 0, &txn));
+	TRUE(mdb_txn_id(txn) == 4);
+	mdb_txn_abort(txn);
+	CHECK(mdb_txn_begin(env, NULL, 0, &txn));
+	TRUE(mdb_txn_id(txn) == 4);
+	mdb_txn_abort(txn);
+	mdb_env_close(env);
+}
+
 int main(void) {
 	empty_keys();
+	txn_ids();
 	printf("t_semantics: ok\n");
 	return 0;
 }
