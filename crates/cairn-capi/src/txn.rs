@@ -569,20 +569,13 @@ pub unsafe extern "C" fn mdb_txn_reset(txn: *mut MDB_txn) {
         // SAFETY: docs/safety.md §7: a live handle.
         let t = unsafe { &mut *txn };
         if let Kind::Ro(_) = t.kind {
-            t.park_cursors_hard();
+            // The snapshot goes away but the cursors keep their positions, as LMDB's do: after
+            // mdb_txn_renew an MDB_NEXT goes on from there (PHP's dba lmdb handler walks so);
+            // mdb_cursor_renew starts a cursor afresh.
+            t.park_each();
             t.kind = Kind::Reset;
         }
     })
-}
-
-impl MDB_txn {
-    /// Drops the engine cursors without keeping positions (the snapshot goes away).
-    fn park_cursors_hard(&mut self) {
-        for &c in &self.cursors {
-            // SAFETY: docs/safety.md §7: registered cursors are live.
-            unsafe { cursor::unposition(c) };
-        }
-    }
 }
 
 /// Takes a new snapshot for a reset read transaction.
