@@ -19,6 +19,9 @@ use std::sync::Mutex;
 
 /// LMDB's default map size; reported by mdb_env_info when no limit was set.
 const LMDB_DEFAULT_MAPSIZE: u64 = 10 << 20;
+/// The smallest size limit: a new environment's first page (the engine's default page size,
+/// which the C API keeps).
+const MIN_MAPSIZE: u64 = 4096;
 /// Address space reserved for the map when the limit is lower (it can be raised later).
 const RESERVE: u64 = 1 << 40;
 
@@ -275,7 +278,9 @@ pub unsafe extern "C" fn mdb_env_open(
             .sync_every_bytes(sync_bytes)
             // LMDB's flags name no flush by time: only the documented 64 MiB (NOMETASYNC).
             .sync_every(None)
-            .max_size(e.mapsize);
+            // LMDB takes a limit below the space in use as that space; a new environment's
+            // is its first page.
+            .max_size(e.mapsize.map(|m| m.max(MIN_MAPSIZE)));
         // The reservation is address space only; where that is limited (ulimit -v, valgrind)
         // a smaller one is tried, down to the size limit.
         let floor = e.mapsize.unwrap_or(0).max(1 << 30);

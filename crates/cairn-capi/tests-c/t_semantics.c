@@ -1,7 +1,8 @@
 /* LMDB's documented answers where Cairn's own differ (issue 19, through the C library), each
  * checked against Debian's LMDB too: no key is empty (MDB_BAD_VALSIZE, the cursor left where
  * it was); transaction ids count from 0, an empty environment, so the first write
- * transaction is 1. */
+ * transaction is 1; a size limit below the space in use is that space (a write past it is
+ * MDB_MAP_FULL, the open succeeds). */
 #include "check.h"
 
 static void empty_keys(void) {
@@ -109,9 +110,30 @@ static void txn_ids(void) {
 	mdb_env_close(env);
 }
 
+static void tiny_map(void) {
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	MDB_val k = sv("a"), v = sv("a");
+	CHECK(mdb_env_create(&env));
+	CHECK(mdb_env_set_mapsize(env, 10));
+	CHECK(mdb_env_open(env, fresh_dir("t_semantics_tiny"), 0, 0664));
+	CHECK(mdb_txn_begin(env, NULL, 0, &txn));
+	CHECK(mdb_dbi_open(txn, NULL, 0, &dbi));
+	int rc = mdb_put(txn, dbi, &k, &v, 0);
+	if (rc == 0) {
+		EXPECT(mdb_txn_commit(txn), MDB_MAP_FULL);
+	} else {
+		EXPECT(rc, MDB_MAP_FULL);
+		mdb_txn_abort(txn);
+	}
+	mdb_env_close(env);
+}
+
 int main(void) {
 	empty_keys();
 	txn_ids();
+	tiny_map();
 	printf("t_semantics: ok\n");
 	return 0;
 }
