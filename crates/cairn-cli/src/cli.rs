@@ -137,8 +137,8 @@ pub struct CopyArgs {
     pub quiet: bool,
     #[command(flatten)]
     pub common: Common,
-    /// Where to write the copy: an empty or missing directory (a data file with -n); stdout
-    /// when left out.
+    /// Where to write the copy: a directory holding no data file yet, created if missing (a
+    /// new data file with -n); stdout when left out. Like mdb_copy, never replaces anything.
     pub dst: Option<PathBuf>,
 }
 

@@ -1,7 +1,20 @@
 //! `cairn copy`: a hot backup of the current snapshot (writers go on meanwhile; the copy is the
 //! state of one commit), raw page by page or compacted (-c). Like `mdb_copy`, the destination is
-//! a directory (created if missing, and it must not already hold a database), a data file with
-//! -n, or stdout when left out.
+//! a directory (created if missing), a data file with -n, or stdout when left out.
+//!
+//! A copy never replaces anything, as `mdb_copy`'s (its data file is opened with O_CREAT|O_EXCL):
+//! when the destination's data file already exists, whatever it holds (an environment, an
+//! empty file, a directory or a symbolic link in its place), the copy fails with EEXIST
+//! ("copying failed: PATH: File exists (os error 17)", exit status 1, `mdb_copy`'s "copying
+//! failed, error 17 (File exists)") and leaves it alone, raw or compacted, with or without -n.
+//! A directory also counts as holding an environment when it holds LMDB's `data.mdb`. Lock
+//! files and other files in the directory do not matter, as in `mdb_copy`.
+//!
+//! Where `mdb_copy` checks once, when it creates the file, and leaves a partial file behind if
+//! the copy fails, `cairn copy` checks first (so a refusal costs nothing), then writes the copy
+//! under a private temporary directory beside the destination and publishes it with a hard
+//! link, which fails with EEXIST, atomically, if the name was taken meanwhile: the destination
+//! is only ever missing or complete.
 
 use crate::cli::CopyArgs;
 use crate::progress::{self, Progress};
@@ -19,7 +32,7 @@ pub fn run(a: &CopyArgs, src: EnvPath, out: &mut dyn Write) -> CliResult {
     match &a.dst {
         Some(dst) => {
             let target = target_file(dst, a.common.no_subdir)?;
-            copy_with_progress(&env, &target, a.compact, show)
+            copy_new(&env, &target, a.compact, show)
         }
         None => {
             if std::io::stdout().is_terminal() {
@@ -40,9 +53,10 @@ pub fn run(a: &CopyArgs, src: EnvPath, out: &mut dyn Write) -> CliResult {
     }
 }
 
-/// The data file a copy goes to.
+/// The data file a copy goes to, refused if it (or, in a directory, LMDB's data file) exists.
 fn target_file(dst: &Path, no_subdir: bool) -> CliResult<PathBuf> {
     if no_subdir {
+        refuse_existing(dst)?;
         return Ok(dst.to_path_buf());
     }
     if dst.is_file() {
@@ -52,7 +66,74 @@ fn target_file(dst: &Path, no_subdir: bool) -> CliResult<PathBuf> {
         )));
     }
     std::fs::create_dir_all(dst).ctx(|| format!("creating directory {}", dst.display()))?;
-    Ok(dst.join("data.cairn"))
+    let target = dst.join("data.cairn");
+    refuse_existing(&target)?;
+    refuse_existing(&dst.join("data.mdb"))?;
+    Ok(target)
+}
+
+/// The error of a copy whose destination exists: EEXIST, as `mdb_copy` reports it.
+fn exists_error(path: &Path, source: std::io::Error) -> CliError {
+    CliError::Io {
+        what: format!("copying failed: {}", path.display()),
+        source,
+    }
+}
+
+/// Fails with EEXIST if anything is at `path` (a dangling symbolic link too, as O_EXCL does).
+fn refuse_existing(path: &Path) -> CliResult {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(CliError::Io {
+            what: format!("checking {}", path.display()),
+            source: e,
+        }),
+        Ok(_) => Err(exists_error(
+            path,
+            std::io::Error::from(rustix::io::Errno::EXIST),
+        )),
+    }
+}
+
+/// Copies to `target`, which must not exist: into a temporary directory beside it, then
+/// published with a hard link (atomic, and EEXIST if the name was taken meanwhile), so that a
+/// failed or refused copy leaves nothing at `target`.
+fn copy_new(env: &Env, target: &Path, compact: bool, show: bool) -> CliResult {
+    let parent = match target.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let tmp = tempfile::Builder::new()
+        .prefix(".cairn-copy-")
+        .tempdir_in(parent)
+        .ctx(|| format!("creating a temporary directory in {}", parent.display()))?;
+    let staged = tmp.path().join("data.cairn");
+    copy_with_progress(env, &staged, compact, show)?;
+    match std::fs::hard_link(&staged, target) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(exists_error(target, e)),
+        // A file system without hard links (vfat, some FUSE ones): the existence check above,
+        // then a rename, which could replace a file created in between (the only window left).
+        Err(e)
+            if matches!(
+                rustix::io::Errno::from_io_error(&e),
+                Some(
+                    rustix::io::Errno::PERM
+                        | rustix::io::Errno::OPNOTSUPP
+                        | rustix::io::Errno::MLINK
+                )
+            ) =>
+        {
+            refuse_existing(target)?;
+            std::fs::rename(&staged, target)
+                .ctx(|| format!("moving the copy to {}", target.display()))
+        }
+        Err(e) => Err(CliError::Io {
+            what: format!("linking the copy to {}", target.display()),
+            source: e,
+        }),
+    }
+    // `tmp` goes on drop, with the staged name (the copy itself stays under `target`).
 }
 
 /// Copies, drawing the copy's growth against the expected size when asked.
@@ -85,4 +166,39 @@ pub fn copy_with_progress(env: &Env, target: &Path, compact: bool, show: bool) -
     });
     pb.finish();
     r.ctx(what)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A name taken after the check (another copy finishing first) is not replaced either:
+    /// publishing fails with EEXIST and the staged copy goes.
+    #[test]
+    fn publishing_never_replaces_a_name_taken_meanwhile() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = Env::open(dir.path().join("src")).unwrap();
+        let mut w = env.write_txn().unwrap();
+        w.put(env.main_db(), b"k", b"v", cairn::PutFlags::empty())
+            .unwrap();
+        w.commit().unwrap();
+        let dst = dir.path().join("dst");
+        std::fs::create_dir(&dst).unwrap();
+        let target = dst.join("data.cairn");
+        for compact in [false, true] {
+            std::fs::write(&target, b"theirs").unwrap();
+            let e = copy_new(&env, &target, compact, false).unwrap_err();
+            assert!(
+                matches!(&e, CliError::Io { source, .. } if source.kind() == std::io::ErrorKind::AlreadyExists),
+                "{e}"
+            );
+            assert_eq!(std::fs::read(&target).unwrap(), b"theirs");
+            let left: Vec<_> = std::fs::read_dir(&dst).unwrap().collect();
+            assert_eq!(left.len(), 1, "the staged copy stayed: {left:?}");
+            std::fs::remove_file(&target).unwrap();
+            copy_new(&env, &target, compact, false).unwrap();
+            assert_eq!(std::fs::read_dir(&dst).unwrap().count(), 1);
+            std::fs::remove_file(&target).unwrap();
+        }
+    }
 }

@@ -20,9 +20,16 @@ struct DbStat {
     stat: Stat,
 }
 
+/// The environment section: the engine's figures and the map size worked out from them.
+struct EnvSection {
+    info: cairn::EnvInfo,
+    /// See [`map_size`].
+    map_size: u64,
+}
+
 /// Everything asked for, gathered from one snapshot.
 struct Report {
-    env: Option<cairn::EnvInfo>,
+    env: Option<EnvSection>,
     readers: Option<Readers>,
     free: Option<(Stat, Vec<FreeRun>)>,
     dbs: Vec<DbStat>,
@@ -31,7 +38,7 @@ struct Report {
 /// Runs `cairn stat`.
 pub fn run(a: &StatArgs, path: EnvPath, out: &mut dyn Write) -> CliResult {
     let env = path.open_read()?;
-    let report = gather(a, &env)?;
+    let report = gather(a, &env, &path.data_file())?;
     if a.json {
         let v = to_json(&report, a.freelist);
         writeln!(out, "{v:#}").ctx(|| "writing the output".into())
@@ -40,7 +47,7 @@ pub fn run(a: &StatArgs, path: EnvPath, out: &mut dyn Write) -> CliResult {
     }
 }
 
-fn gather(a: &StatArgs, env: &Env) -> CliResult<Report> {
+fn gather(a: &StatArgs, env: &Env, data: &std::path::Path) -> CliResult<Report> {
     // Readers are listed before this command's own snapshot exists, as mdb_stat does.
     let readers = if a.readers > 0 {
         Some(readers::list(env, a.readers > 1)?)
@@ -48,7 +55,9 @@ fn gather(a: &StatArgs, env: &Env) -> CliResult<Report> {
         None
     };
     let info = if a.env {
-        Some(env.info().ctx(|| "reading environment info".into())?)
+        let info = env.info().ctx(|| "reading environment info".into())?;
+        let map_size = map_size(&info, fs_available(data));
+        Some(EnvSection { info, map_size })
     } else {
         None
     };
@@ -96,15 +105,54 @@ fn prstat(out: &mut dyn Write, s: &Stat) -> std::io::Result<()> {
     writeln!(out, "  Entries: {}", s.entries)
 }
 
+/// Address space a handle reserves for its map unless told otherwise (`EnvOptions::map_reserve`'s
+/// default, also the C library's): without a size limit the file can never grow past it.
+pub const DEFAULT_RESERVE: u64 = 1 << 40;
+
+/// The "Map size" line: what LMDB calls the map size, the most the data file may grow to.
+///
+/// In LMDB it is the size limit (mdb_env_set_mapsize), recorded in the file by the last writer,
+/// so `mdb_stat -e` prints that limit (10485760 for a file of 12288 bytes that mdb_load made
+/// with `mapsize=10485760`), and `Max pages` is it divided by the page size: writes past it
+/// fail with MDB_MAP_FULL. A Cairn file has no map size: it grows on demand, and a size limit
+/// (EnvOptions::max_size, mdb_env_set_mapsize, py `map_size`) belongs to the handle that set
+/// it; it is recorded neither in the file nor in the lock file. So the line is:
+/// - the size limit when the engine reports one (`EnvInfo::max_size`, never less than the
+///   file). This command's read-only handle sets none, so today that happens only if the
+///   engine comes to record a writer's limit where other processes see it, as LMDB does;
+/// - otherwise what the file may grow to: its size plus the space the file system still has
+///   for it (statvfs's f_bavail, `available`), capped by [`DEFAULT_RESERVE`], the most a
+///   handle opened without a limit lets it grow to. When the free space is unknown, the cap.
+///
+/// Unlike LMDB's, this figure moves as the disk fills: `Number of pages used` over `Max pages`
+/// is then how close the file is to the point where writes fail, which is what LMDB users
+/// read it for. It is a multiple of the page size, so `Max pages` is exact.
+pub fn map_size(i: &cairn::EnvInfo, available: Option<u64>) -> u64 {
+    let ps = i.page_size as u64;
+    let bytes = match i.max_size {
+        Some(limit) => limit.max(i.file_size),
+        None => available.map_or(DEFAULT_RESERVE, |a| {
+            i.file_size.saturating_add(a).min(DEFAULT_RESERVE)
+        }),
+    };
+    (bytes / ps * ps).max((i.last_pgno + 1) * ps)
+}
+
+/// Bytes the file system holding `path` still has for an unprivileged writer, if it says.
+fn fs_available(path: &std::path::Path) -> Option<u64> {
+    let v = rustix::fs::statvfs(path).ok()?;
+    Some(v.f_bavail.saturating_mul(v.f_frsize))
+}
+
 fn print_text(rep: &Report, ff: u8, rr: u8, out: &mut dyn Write) -> std::io::Result<()> {
-    if let Some(i) = &rep.env {
-        let map = i.max_size.unwrap_or(i.file_size);
+    if let Some(e) = &rep.env {
+        let i = &e.info;
         writeln!(out, "Environment Info")?;
         // Cairn never maps at a fixed address (LMDB's MDB_FIXEDMAP).
         writeln!(out, "  Map address: (nil)")?;
-        writeln!(out, "  Map size: {map}")?;
+        writeln!(out, "  Map size: {}", e.map_size)?;
         writeln!(out, "  Page size: {}", i.page_size)?;
-        writeln!(out, "  Max pages: {}", map / i.page_size as u64)?;
+        writeln!(out, "  Max pages: {}", e.map_size / i.page_size as u64)?;
         writeln!(out, "  Number of pages used: {}", i.last_pgno + 1)?;
         writeln!(out, "  Last transaction ID: {}", i.last_txnid)?;
         writeln!(out, "  Max readers: {}", i.max_readers)?;
@@ -165,10 +213,13 @@ fn stat_json(s: &Stat) -> Value {
 
 fn to_json(rep: &Report, ff: u8) -> Value {
     let mut v = serde_json::Map::new();
-    if let Some(i) = &rep.env {
+    if let Some(e) = &rep.env {
+        let i = &e.info;
         v.insert(
             "environment".into(),
             json!({
+                "map_size": e.map_size,
+                "max_pages": e.map_size / i.page_size as u64,
                 "page_size": i.page_size,
                 "file_size": i.file_size,
                 "max_size": i.max_size,
@@ -216,4 +267,45 @@ fn to_json(rep: &Report, ff: u8) -> Value {
         );
     }
     Value::Object(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(file_size: u64, max_size: Option<u64>) -> cairn::EnvInfo {
+        cairn::EnvInfo {
+            page_size: 4096,
+            file_size,
+            max_size,
+            last_pgno: 5,
+            last_txnid: 1,
+            readers: 0,
+            max_readers: 126,
+            free_pages: 0,
+            pending_pages: 0,
+        }
+    }
+
+    #[test]
+    fn map_size_is_the_limit_or_what_the_file_may_grow_to() {
+        // A limit is the map size, whatever the disk has, as in LMDB.
+        assert_eq!(
+            map_size(&info(1 << 20, Some(10 << 20)), Some(1 << 30)),
+            10 << 20
+        );
+        assert_eq!(map_size(&info(1 << 20, Some(10 << 20)), None), 10 << 20);
+        // A limit below the file only stops growth: the file is the map.
+        assert_eq!(map_size(&info(1 << 20, Some(4096)), None), 1 << 20);
+        // No limit: the file and the free space of its file system, in whole pages.
+        assert_eq!(map_size(&info(1 << 20, None), Some(8191)), (1 << 20) + 4096);
+        // ... capped by the address space a handle reserves.
+        assert_eq!(
+            map_size(&info(1 << 20, None), Some(u64::MAX)),
+            DEFAULT_RESERVE
+        );
+        assert_eq!(map_size(&info(1 << 20, None), None), DEFAULT_RESERVE);
+        // Never below the pages in use.
+        assert_eq!(map_size(&info(0, None), Some(0)), 6 * 4096);
+    }
 }

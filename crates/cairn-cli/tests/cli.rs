@@ -447,3 +447,131 @@ fn n_names_the_data_file() {
     ok(&["drop", "-n", "-d", "-s", "t", s(&file)], b"");
     assert!(read(&file).is_empty());
 }
+
+/// `stat -e`'s map size is, as LMDB's, what the file may grow to (no limit is set here: the
+/// file, the space its file system has left, at most the address space a handle reserves),
+/// not the file's size; `Max pages` is it in pages.
+#[test]
+fn stat_map_size_is_what_the_file_may_grow_to() {
+    let dir = tempfile::tempdir().unwrap();
+    sample(dir.path());
+    let data = dir.path().join("data.cairn");
+    let avail = || {
+        let v = rustix::fs::statvfs(&data).unwrap();
+        v.f_bavail * v.f_frsize
+    };
+    let before = avail();
+    let out = String::from_utf8(ok(&["stat", "-e", s(dir.path())], b"")).unwrap();
+    let after = avail();
+    let file = std::fs::metadata(&data).unwrap().len();
+    let map = figure(&out, "Map size");
+    let page = figure(&out, "Page size");
+    assert_eq!(page, 4096);
+    assert!(
+        map > file,
+        "map size {map} is not past the file's {file} bytes:\n{out}"
+    );
+    assert_eq!(map % page, 0);
+    assert_eq!(figure(&out, "Max pages"), map / page);
+    assert!(figure(&out, "Number of pages used") <= map / page);
+    // The file system's free space moves while other programs write: allow 1 GiB either way.
+    let reserve = cairn_cli::stat::DEFAULT_RESERVE;
+    let lo = (file + before.min(after))
+        .min(reserve)
+        .saturating_sub(1 << 30);
+    let hi = (file + before.max(after) + (1 << 30)).min(reserve);
+    assert!((lo..=hi).contains(&map), "{map} not in {lo}..={hi}");
+    // --json says the same, with the file's size beside it.
+    let v: serde_json::Value =
+        serde_json::from_slice(&ok(&["stat", "--json", "-e", s(dir.path())], b"")).unwrap();
+    let e = &v["environment"];
+    assert_eq!(e["file_size"], file);
+    assert_eq!(e["max_size"], serde_json::Value::Null);
+    let jmap = e["map_size"].as_u64().unwrap();
+    assert!((lo..=hi).contains(&jmap), "{jmap} not in {lo}..={hi}");
+    assert_eq!(e["max_pages"].as_u64().unwrap(), jmap / page);
+}
+
+/// Entries of a directory, sorted (to show a refused copy left nothing behind).
+fn entries(dir: &Path) -> Vec<String> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// As `mdb_copy`, a copy never replaces what is at its destination's data file: an
+/// environment, an empty file, a directory; raw or compacted, with or without -n. It fails
+/// with EEXIST and status 1 and leaves everything as it was.
+#[test]
+fn copy_never_replaces_what_is_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    sample(&src);
+    let want = read(&src);
+    let refused = |args: &[&str], at: &Path, watch: &Path| {
+        let before = entries(watch);
+        let bytes = std::fs::symlink_metadata(at)
+            .unwrap()
+            .is_file()
+            .then(|| std::fs::read(at).unwrap());
+        let e = fails(args, b"");
+        assert!(
+            e.contains(&format!("copying failed: {}: File exists", at.display())),
+            "{args:?}: {e}"
+        );
+        assert_eq!(entries(watch), before, "{args:?} left something behind");
+        if let Some(b) = bytes {
+            assert_eq!(
+                std::fs::read(at).unwrap(),
+                b,
+                "{args:?} changed {}",
+                at.display()
+            );
+        }
+    };
+    for compact in [false, true] {
+        let c = if compact { "-c" } else { "-q" };
+        let d = dir.path().join(format!("dst{compact}"));
+        // A directory holding an environment: the one an earlier copy made.
+        ok(&["copy", c, s(&src), s(&d)], b"");
+        refused(&["copy", c, s(&src), s(&d)], &d.join("data.cairn"), &d);
+        assert_eq!(read(&d), want);
+        // Onto itself.
+        refused(
+            &["copy", c, s(&src), s(&src)],
+            &src.join("data.cairn"),
+            &src,
+        );
+        // An empty data file.
+        let e = dir.path().join(format!("empty{compact}"));
+        std::fs::create_dir(&e).unwrap();
+        std::fs::write(e.join("data.cairn"), b"").unwrap();
+        refused(&["copy", c, s(&src), s(&e)], &e.join("data.cairn"), &e);
+        // LMDB's data file: the directory holds an environment.
+        let l = dir.path().join(format!("lmdb{compact}"));
+        std::fs::create_dir(&l).unwrap();
+        std::fs::write(l.join("data.mdb"), b"not cairn").unwrap();
+        refused(&["copy", c, s(&src), s(&l)], &l.join("data.mdb"), &l);
+        // -n: an existing file, empty or not, and an existing directory.
+        let f = dir.path().join(format!("file{compact}"));
+        let srcf = src.join("data.cairn");
+        ok(&["copy", "-n", c, s(&srcf), s(&f)], b"");
+        refused(&["copy", "-n", c, s(&srcf), s(&f)], &f, dir.path());
+        assert_eq!(read(&f), want);
+        std::fs::write(&f, b"").unwrap();
+        refused(&["copy", "-n", c, s(&srcf), s(&f)], &f, dir.path());
+        refused(&["copy", "-n", c, s(&srcf), s(&e)], &e, dir.path());
+        // Lock files do not count (mdb_copy ignores lock.mdb too).
+        let k = dir.path().join(format!("locks{compact}"));
+        std::fs::create_dir(&k).unwrap();
+        std::fs::write(k.join("lock.cairn"), b"").unwrap();
+        std::fs::write(k.join("lock.mdb"), b"").unwrap();
+        ok(&["copy", c, s(&src), s(&k)], b"");
+        assert_eq!(read(&k), want);
+        assert_eq!(entries(&k), ["data.cairn", "lock.cairn", "lock.mdb"]);
+    }
+    assert_eq!(read(&src), want);
+}

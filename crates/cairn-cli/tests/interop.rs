@@ -1,6 +1,7 @@
-//! Interoperation with LMDB's own tools (Debian's lmdb-utils: mdb_dump, mdb_load, mdb_stat):
-//! dumps made by `mdb_dump` load into Cairn, dumps made by `cairn dump` load into LMDB with
-//! `mdb_load`, with every key, value and flag intact, and `cairn stat` agrees with `mdb_stat`.
+//! Interoperation with LMDB's own tools (Debian's lmdb-utils: mdb_dump, mdb_load, mdb_stat,
+//! mdb_copy): dumps made by `mdb_dump` load into Cairn, dumps made by `cairn dump` load into
+//! LMDB with `mdb_load`, with every key, value and flag intact, `cairn stat` agrees with
+//! `mdb_stat`, and `cairn copy` refuses what `mdb_copy` refuses.
 //!
 //! `make test-cli` installs lmdb-utils. Without them these tests fail, unless apt is impossible
 //! on this machine (no apt-get) and this is not CI: then they say loudly that they skipped.
@@ -18,12 +19,14 @@ fn s(p: &Path) -> &str {
 
 /// Whether LMDB's tools can be run (see the module docs for when their absence is an error).
 fn lmdb_tools() -> bool {
-    let have = ["mdb_dump", "mdb_load", "mdb_stat"].iter().all(|t| {
-        std::process::Command::new(t)
-            .arg("-V")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
+    let have = ["mdb_dump", "mdb_load", "mdb_stat", "mdb_copy"]
+        .iter()
+        .all(|t| {
+            std::process::Command::new(t)
+                .arg("-V")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
     if have {
         return true;
     }
@@ -32,7 +35,7 @@ fn lmdb_tools() -> bool {
         .output()
         .is_ok();
     if apt || std::env::var_os("CI").is_some() {
-        panic!("LMDB's tools (mdb_dump, mdb_load, mdb_stat) are missing: run `make test-cli`, which installs Debian's lmdb-utils");
+        panic!("LMDB's tools (mdb_dump, mdb_load, mdb_stat, mdb_copy) are missing: run `make test-cli`, which installs Debian's lmdb-utils");
     }
     eprintln!("SKIPPED: LMDB interop test: no lmdb-utils and no apt-get to install them");
     false
@@ -361,4 +364,133 @@ fn stat_layout_matches_mdb_stat() {
     let ours = layout(&ok(&["stat", "-efrra", s(&src)], b""));
     let theirs = layout(&lmdb("mdb_stat", &["-efrra", s(&l)], b""));
     assert_eq!(ours, theirs);
+}
+
+/// `stat -e`'s map size means what `mdb_stat -e`'s does: what the data file may grow to (in
+/// LMDB the map size recorded by its writer, here mdb_load's `mapsize=`), past the file's
+/// size; `Max pages` is it in pages, and the pages used are among them.
+#[test]
+fn stat_map_size_means_what_mdb_stat_means() {
+    if !lmdb_tools() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_, src, l) = sample_in_both(dir.path());
+    let theirs = String::from_utf8(lmdb("mdb_stat", &["-e", s(&l)], b"")).unwrap();
+    let ours = String::from_utf8(ok(&["stat", "-e", s(&src)], b"")).unwrap();
+    for (out, data) in [
+        (&theirs, l.join("data.mdb")),
+        (&ours, src.join("data.cairn")),
+    ] {
+        let file = std::fs::metadata(&data).unwrap().len();
+        let (map, page) = (figure(out, "Map size"), figure(out, "Page size"));
+        assert!(map > file, "map size {map}, {file}-byte file:\n{out}");
+        assert_eq!(figure(out, "Max pages"), map / page, "{out}");
+        assert!(figure(out, "Number of pages used") * page <= map, "{out}");
+    }
+    // LMDB's is the limit its writer recorded: mdb_load took it from `cairn dump`'s mapsize=.
+    let header = String::from_utf8(ok(&["dump", "-s", "ints", s(&src)], b"")).unwrap();
+    let mapsize: u64 = header
+        .lines()
+        .find_map(|l| l.strip_prefix("mapsize="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(figure(&theirs, "Map size"), mapsize);
+}
+
+/// `cairn copy` onto what is already there, next to `mdb_copy` onto the same in LMDB's
+/// layout: the same exit status (1 when refused), EEXIST ("File exists") from both, the
+/// destination left as it was; success for both where nothing is in the way (lock files only).
+#[test]
+fn copy_onto_an_environment_as_mdb_copy() {
+    if !lmdb_tools() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_, src, l) = sample_in_both(dir.path());
+    // Each case: (name, -n, how to prepare the destination, given its data file's name).
+    type Prep = fn(&Path, &str);
+    let cases: [(&str, bool, Prep); 6] = [
+        ("an environment", false, |d, _| {
+            std::fs::create_dir(d).unwrap();
+        }),
+        ("an empty data file", false, |d, data| {
+            std::fs::create_dir(d).unwrap();
+            std::fs::write(d.join(data), b"").unwrap();
+        }),
+        ("only a lock file", false, |d, data| {
+            std::fs::create_dir(d).unwrap();
+            std::fs::write(d.join(data.replace("data", "lock")), b"").unwrap();
+        }),
+        ("-n: a data file", true, |_, _| {}),
+        ("-n: an empty file", true, |d, _| {
+            std::fs::write(d, b"").unwrap();
+        }),
+        ("-n: a directory", true, |d, _| {
+            std::fs::create_dir(d).unwrap();
+        }),
+    ];
+    for compact in [false, true] {
+        for (i, (what, n, prep)) in cases.iter().enumerate() {
+            let mut outcome = Vec::new();
+            for (who, tool, from, data) in [
+                ("lmdb", "mdb_copy", &l, "data.mdb"),
+                ("cairn", env!("CARGO_BIN_EXE_cairn"), &src, "data.cairn"),
+            ] {
+                let d = dir.path().join(format!("{who}-{compact}-{i}"));
+                prep(&d, data);
+                let mut args: Vec<String> = Vec::new();
+                if who == "cairn" {
+                    args.push("copy".into());
+                }
+                if compact {
+                    args.push("-c".into());
+                }
+                let from = if *n {
+                    args.push("-n".into());
+                    from.join(data)
+                } else {
+                    from.to_path_buf()
+                };
+                args.extend([s(&from).to_string(), s(&d).to_string()]);
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                // "an environment" and "-n: a data file": a first copy makes it.
+                if i == 0 || i == 3 {
+                    let o = run(tool, &args, b"");
+                    assert!(o.status.success(), "{tool} {args:?}: first copy failed");
+                }
+                let snapshot = |p: &Path| -> Vec<(String, Vec<u8>)> {
+                    if p.is_file() {
+                        return vec![(String::new(), std::fs::read(p).unwrap())];
+                    }
+                    let mut v: Vec<_> = std::fs::read_dir(p)
+                        .unwrap()
+                        .map(|e| {
+                            let p = e.unwrap().path();
+                            let bytes = std::fs::read(&p).unwrap_or_default();
+                            (p.display().to_string(), bytes)
+                        })
+                        .collect();
+                    v.sort();
+                    v
+                };
+                let before = snapshot(&d);
+                let o = run(tool, &args, b"");
+                let err = String::from_utf8_lossy(&o.stderr).into_owned();
+                if o.status.success() {
+                    assert!(d.is_dir() && d.join(data).is_file(), "{who}: {what}");
+                } else {
+                    assert!(err.contains("File exists"), "{tool} {args:?}: {err}");
+                    assert_eq!(snapshot(&d), before, "{tool} {args:?} changed {what}");
+                }
+                outcome.push((o.status.code(), err.contains("File exists")));
+            }
+            assert_eq!(
+                outcome[0], outcome[1],
+                "copy onto {what} (compact {compact}): mdb_copy {:?}, cairn copy {:?}",
+                outcome[0], outcome[1]
+            );
+        }
+    }
 }

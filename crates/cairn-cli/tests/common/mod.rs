@@ -204,3 +204,13 @@ pub fn db_strategy(min_key: usize) -> impl proptest::strategy::Strategy<Value = 
         (Just(flags), proptest::collection::vec((key, val), 0..150))
     })
 }
+
+/// The figure after `label: ` in `cairn stat` / `mdb_stat` text.
+pub fn figure(out: &str, label: &str) -> u64 {
+    let line = out
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix(label)?.strip_prefix(": "))
+        .unwrap_or_else(|| panic!("no {label:?} in\n{out}"));
+    line.parse()
+        .unwrap_or_else(|e| panic!("{label}: {line:?}: {e}"))
+}
