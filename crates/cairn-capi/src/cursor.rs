@@ -451,6 +451,13 @@ unsafe extern "C" fn get_other(
 /// Every operation, on a cursor in any state (parked, detached, off its pair).
 #[inline(never)]
 fn get_slow(c: &mut MDB_cursor, key: *mut MDB_val, data: *mut MDB_val, cop: c_uint) -> c_int {
+    // Without DUPSORT every key has one value and LMDB's steps to the next or previous value
+    // of the key step to the next or previous key, as MDB_NEXT and MDB_PREV do.
+    let cop = match cop {
+        op::NEXT_DUP if !c.dupsort() => op::NEXT,
+        op::PREV_DUP if !c.dupsort() => op::PREV,
+        other => other,
+    };
     let needs_key = matches!(
         cop,
         op::SET | op::SET_KEY | op::SET_RANGE | op::GET_BOTH | op::GET_BOTH_RANGE
@@ -543,7 +550,6 @@ fn get_slow(c: &mut MDB_cursor, key: *mut MDB_val, data: *mut MDB_val, cop: c_ui
         op::FIRST_DUP | op::LAST_DUP if !dupsort => return MDB_INCOMPATIBLE,
         op::FIRST_DUP => cur.first_dup(),
         op::LAST_DUP => cur.last_dup(),
-        op::NEXT_DUP | op::PREV_DUP if !dupsort => return MDB_NOTFOUND,
         op::NEXT_DUP if was_off => match cur.current() {
             Ok(Some((k, v))) if Some(k) == saved_key.as_deref() => Ok(Some((k, v))),
             Ok(_) => Ok(None),
@@ -560,11 +566,14 @@ fn get_slow(c: &mut MDB_cursor, key: *mut MDB_val, data: *mut MDB_val, cop: c_ui
         op::GET_BOTH => cur.get_both(kin, din),
         op::GET_BOTH_RANGE => cur.get_both_range(kin, din),
         op::GET_MULTIPLE | op::NEXT_MULTIPLE | op::PREV_MULTIPLE => {
-            if !(dupsort && fixed) {
+            // As LMDB tests them: the arguments and (MDB_GET_MULTIPLE) the position, then
+            // the database's flags.
+            if data.is_null() || (cop == op::GET_MULTIPLE && !matches!(cur.current(), Ok(Some(_))))
+            {
                 return libc::EINVAL;
             }
-            if data.is_null() {
-                return libc::EINVAL;
+            if !(dupsort && fixed) {
+                return MDB_INCOMPATIBLE;
             }
             let r = match cop {
                 op::GET_MULTIPLE => cur.get_multiple(),
@@ -765,7 +774,7 @@ pub unsafe extern "C" fn mdb_cursor_del(cursor: *mut MDB_cursor, flags: c_uint) 
     })
 }
 
-/// The number of values of the key at the cursor.
+/// The number of values of the key at the cursor (MDB_INCOMPATIBLE without DUPSORT).
 #[no_mangle]
 pub unsafe extern "C" fn mdb_cursor_count(
     cursor: *mut MDB_cursor,
@@ -775,6 +784,10 @@ pub unsafe extern "C" fn mdb_cursor_count(
         let c = handle!(cursor);
         if count.is_null() {
             return libc::EINVAL;
+        }
+        if !c.dupsort() {
+            // As in LMDB, whether the cursor is positioned or not.
+            return MDB_INCOMPATIBLE;
         }
         let cur = tri!(c.ensure());
         if trc!(cur.current()).is_none() {

@@ -667,6 +667,10 @@ pub unsafe extern "C" fn mdb_env_copy2(
             }
             p.join("data.cairn")
         };
+        if dest.symlink_metadata().is_ok() {
+            // As in LMDB, which creates the copy's file exclusively.
+            return libc::EEXIST;
+        }
         let compact = flags & crate::MDB_CP_COMPACT != 0;
         trc!(tri!(e.env()).copy_to(&dest, compact));
         0

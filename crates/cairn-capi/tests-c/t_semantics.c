@@ -2,7 +2,9 @@
  * checked against Debian's LMDB too: no key is empty (MDB_BAD_VALSIZE, the cursor left where
  * it was); transaction ids count from 0, an empty environment, so the first write
  * transaction is 1; a size limit below the space in use is that space (a write past it is
- * MDB_MAP_FULL, the open succeeds). */
+ * MDB_MAP_FULL, the open succeeds); without DUPSORT mdb_cursor_count is MDB_INCOMPATIBLE
+ * and MDB_NEXT_DUP / MDB_PREV_DUP step to the next / previous key; a copy onto an existing
+ * file is EEXIST. */
 #include "check.h"
 
 static void empty_keys(void) {
@@ -130,10 +132,69 @@ static void tiny_map(void) {
 	mdb_env_close(env);
 }
 
+static void single_values(void) {
+	MDB_env *env = open_env("t_semantics_single", 0, 2);
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	MDB_cursor *c;
+	MDB_val k, v, ck, cv;
+	size_t n = 99;
+	CHECK(mdb_txn_begin(env, NULL, 0, &txn));
+	CHECK(mdb_dbi_open(txn, "plain", MDB_CREATE, &dbi));
+	const char *ks[] = { "a", "b", "c" };
+	for (int i = 0; i < 3; i++) {
+		k = sv(ks[i]);
+		v = sv("v");
+		CHECK(mdb_put(txn, dbi, &k, &v, 0));
+	}
+	CHECK(mdb_cursor_open(txn, dbi, &c));
+	EXPECT(mdb_cursor_count(c, &n), MDB_INCOMPATIBLE);
+	EXPECT(mdb_cursor_get(c, &k, &v, MDB_GET_MULTIPLE), EINVAL);
+	CHECK(mdb_cursor_get(c, &k, &v, MDB_FIRST));
+	EXPECT(mdb_cursor_count(c, &n), MDB_INCOMPATIBLE);
+	TRUE(n == 99);
+	struct { int op; const char *to; } steps[] = {
+		{ MDB_NEXT_DUP, "c" }, { MDB_PREV_DUP, "a" }, { MDB_NEXT_NODUP, "c" }, { MDB_PREV_NODUP, "a" },
+	};
+	for (unsigned i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+		k = sv("b");
+		CHECK(mdb_cursor_get(c, &k, &v, MDB_SET));
+		k.mv_size = 0;
+		k.mv_data = NULL;
+		CHECK(mdb_cursor_get(c, &k, &v, steps[i].op));
+		TRUE(veq(k, steps[i].to) && veq(v, "v"));
+		CHECK(mdb_cursor_get(c, &ck, &cv, MDB_GET_CURRENT));
+		TRUE(veq(ck, steps[i].to));
+	}
+	/* past either end: MDB_NOTFOUND */
+	k = sv("c");
+	CHECK(mdb_cursor_get(c, &k, &v, MDB_SET));
+	EXPECT(mdb_cursor_get(c, &k, &v, MDB_NEXT_DUP), MDB_NOTFOUND);
+	k = sv("a");
+	CHECK(mdb_cursor_get(c, &k, &v, MDB_SET));
+	EXPECT(mdb_cursor_get(c, &k, &v, MDB_PREV_DUP), MDB_NOTFOUND);
+	/* the operations on a key's values alone */
+	EXPECT(mdb_cursor_get(c, &k, &v, MDB_FIRST_DUP), MDB_INCOMPATIBLE);
+	EXPECT(mdb_cursor_get(c, &k, &v, MDB_LAST_DUP), MDB_INCOMPATIBLE);
+	EXPECT(mdb_cursor_get(c, &k, &v, MDB_GET_MULTIPLE), MDB_INCOMPATIBLE);
+	EXPECT(mdb_cursor_get(c, &k, &v, MDB_NEXT_MULTIPLE), MDB_INCOMPATIBLE);
+	mdb_cursor_close(c);
+	CHECK(mdb_txn_commit(txn));
+
+	/* a copy onto an existing environment */
+	char dst[4200];
+	snprintf(dst, sizeof dst, "%s", fresh_dir("t_semantics_copy"));
+	CHECK(mdb_env_copy(env, dst));
+	EXPECT(mdb_env_copy(env, dst), EEXIST);
+	EXPECT(mdb_env_copy2(env, dst, MDB_CP_COMPACT), EEXIST);
+	mdb_env_close(env);
+}
+
 int main(void) {
 	empty_keys();
 	txn_ids();
 	tiny_map();
+	single_values();
 	printf("t_semantics: ok\n");
 	return 0;
 }
