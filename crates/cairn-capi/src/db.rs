@@ -1,8 +1,8 @@
 //! Databases (`MDB_dbi`): open, stat, flags, close, drop, comparators, and the point
 //! operations mdb_get, mdb_put and mdb_del.
 //!
-//! A dbi is the engine's database index; it stays valid across transactions once opened, as
-//! in LMDB. Values returned point into the map (read transactions) or into the transaction's
+//! A dbi is the engine's database index plus one, numbered as LMDB's are (`c_dbi`); it stays
+//! valid across transactions once opened, as in LMDB. Values returned point into the map (read transactions) or into the transaction's
 //! own pages (write transactions), valid until the transaction ends or, for the latter, the
 //! next write.
 
@@ -17,6 +17,17 @@ use std::os::raw::{c_char, c_int, c_uint, c_void};
 const DB_FLAGS: c_uint = 0x02 | 0x04 | 0x08 | 0x10 | 0x20 | 0x40 | crate::MDB_CREATE;
 /// The put flags the engine takes (NOOVERWRITE, NODUPDATA, APPEND, APPENDDUP).
 const PUT_FLAGS: c_uint = 0x10 | 0x20 | 0x2_0000 | 0x4_0000;
+
+/// LMDB's handle of the main database (0 is its free-page database, which no caller opens).
+const MAIN_DBI: MDB_dbi = 1;
+
+/// The handle of a database, numbered as LMDB numbers them: the main database 1 (MAIN_DBI), the
+/// named ones from 2. Callers rely on it: Perl's LMDB_File takes a false (0) handle for a
+/// failed open.
+#[inline]
+pub(crate) fn c_dbi(db: Database) -> MDB_dbi {
+    db.index() + MAIN_DBI
+}
 
 /// Opens (MDB_CREATE: creates) a database; NULL `name` is the main database.
 #[no_mangle]
@@ -69,7 +80,7 @@ pub unsafe extern "C" fn mdb_dbi_open(
                 names.push(n.to_string());
             }
         }
-        t.forget_cached(db.index());
+        t.forget_cached(c_dbi(db));
         t.menv().set_dbi(Dbi {
             db,
             flags: trc!(tri!(env_static(t.menv())).db_flags(db)),
@@ -77,7 +88,7 @@ pub unsafe extern "C" fn mdb_dbi_open(
             dcmp: None,
         });
         // SAFETY: docs/safety.md §7: checked non-NULL out-parameter.
-        unsafe { *dbi = db.index() };
+        unsafe { *dbi = c_dbi(db) };
         0
     })
 }
@@ -127,7 +138,7 @@ pub unsafe extern "C" fn mdb_dbi_flags(
 #[no_mangle]
 pub unsafe extern "C" fn mdb_dbi_close(env: *mut crate::MDB_env, dbi: MDB_dbi) {
     crate::guard_void(|| {
-        if env.is_null() || dbi == 0 {
+        if env.is_null() || dbi <= MAIN_DBI {
             return;
         }
         // SAFETY: docs/safety.md §7: a live handle.
@@ -149,7 +160,7 @@ pub unsafe extern "C" fn mdb_drop(txn: *mut MDB_txn, dbi: MDB_dbi, del: c_int) -
         };
         match r {
             Ok(()) => {
-                if del != 0 && dbi != 0 {
+                if del != 0 && dbi > MAIN_DBI {
                     t.menv().forget_dbi(dbi);
                     t.forget_cached(dbi);
                 }

@@ -74,7 +74,7 @@ impl MDB_env {
     }
 
     pub(crate) fn set_dbi(&self, d: Dbi) {
-        let i = d.db.index() as usize;
+        let i = crate::db::c_dbi(d.db) as usize;
         let mut g = self.dbis.lock().unwrap_or_else(|p| p.into_inner());
         if g.len() <= i {
             g.resize(i + 1, None);

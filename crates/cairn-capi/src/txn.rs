@@ -47,8 +47,9 @@ pub struct MDB_txn {
     broken: bool,
 }
 
-/// Handles cached per transaction (higher ones are looked up each time).
-const DBI_CACHE: usize = 8;
+/// Handles cached per transaction (higher ones are looked up each time): the main database's
+/// and the first seven named ones' (slot 0, LMDB's free-page database, stays empty).
+const DBI_CACHE: usize = 9;
 
 /// What reads go through.
 pub(crate) enum View<'a> {

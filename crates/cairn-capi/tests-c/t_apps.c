@@ -90,7 +90,7 @@ static void walk_across_reset(void) {
 }
 
 int main(void) {
-	(void)dbi_numbers;
+	dbi_numbers();
 	walk_across_reset();
 	printf("t_apps: ok\n");
 	return 0;
