@@ -66,9 +66,12 @@ ZONE
 	for _ in $(seq 50); do [ -S knot.sock ] || break; sleep 0.1; done
 	kill_daemons
 	echo "--- kjournalprint -z"
-	$RUN kjournalprint -c "$W/knot.conf" -z || fail "kjournalprint -z failed"
+	local out
+	out=$($RUN kjournalprint -c "$W/knot.conf" -z 2>&1) || fail "kjournalprint -z: $out"
+	echo "$out"
 	echo "--- kjournalprint example.test"
-	$RUN kjournalprint -c "$W/knot.conf" example.test || fail "kjournalprint failed"
+	out=$($RUN kjournalprint -c "$W/knot.conf" example.test 2>&1) || fail "kjournalprint: $out"
+	echo "$out"
 	echo "--- kjournalprint -d other.test"
 	$RUN kjournalprint -c "$W/knot.conf" -d other.test | sed 's/[0-9]* KiB/N KiB/'
 	start "$1"
