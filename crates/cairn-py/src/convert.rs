@@ -48,6 +48,29 @@ pub(crate) fn arg<'a>(o: &'a Bound<'_, PyAny>) -> PyResult<Arg<'a>> {
     arg_slow(o)
 }
 
+/// Reads a key argument as [`arg`] does, refusing an empty key with `BadValsizeError`.
+///
+/// Decision (issue 19, docs/compat.md): the engine stores and finds a zero-length key (Rust
+/// users may rely on it), but LMDB refuses one with MDB_BAD_VALSIZE in every key operation
+/// (get, put, delete, replace, pop, cursor set_key / set_key_dup / put), so this LMDB face
+/// refuses it too. `Cursor.set_range(b"")` is py-lmdb's "from the first key", not a refusal.
+#[inline]
+pub(crate) fn key_arg<'a>(o: &'a Bound<'_, PyAny>) -> PyResult<Arg<'a>> {
+    let k = arg(o)?;
+    if k.is_empty() {
+        return Err(empty_key());
+    }
+    Ok(k)
+}
+
+#[cold]
+pub(crate) fn empty_key() -> PyErr {
+    crate::errors::BadValsizeError::new_err(
+        "MDB_BAD_VALSIZE: Unsupported size of key/DB name/data, or wrong DUPFIXED size \
+         (an empty key)",
+    )
+}
+
 /// The contents of a `bytes` object, read from its struct (no call into the interpreter).
 ///
 /// # Safety

@@ -7,7 +7,7 @@
 //! find nothing, `next_nodup`/`prev_nodup` are `next`/`prev`, `first_dup`/`last_dup` raise
 //! `IncompatibleError` (LMDB's answer) and `count()` is 1.
 
-use crate::convert::{arg, bytes_contents, finish, grab, Arg, Out};
+use crate::convert::{arg, bytes_contents, finish, grab, key_arg, Arg, Out};
 use crate::env::PyDatabase;
 use crate::errors::{self, closed};
 use crate::fastcall::enter;
@@ -58,7 +58,7 @@ impl Cursor {
             let mut g = t.state(txn.py())?;
             g.as_mut()
                 .expect("checked")
-                .open_cursor(db.get().db, db.get().dup(), t.depth, t.token)
+                .open_cursor(db.get().handle()?, db.get().dup(), t.depth, t.token)
                 .map_err(errors::map)?
         };
         Ok(Cursor {
@@ -184,7 +184,7 @@ impl Cursor {
         opts: PutOpts,
     ) -> PyResult<bool> {
         let (dupdata, overwrite, append) = opts;
-        let k = arg(key)?;
+        let k = key_arg(key)?;
         let v = arg(val)?;
         self.write(
             py,
@@ -290,6 +290,18 @@ impl Cursor {
         self.close(py);
     }
 
+    /// The database (py-lmdb's CFFI implementation names it so; its `lmdb.aio` reads it).
+    #[getter]
+    fn _pydb(&self, py: Python<'_>) -> Py<PyDatabase> {
+        self.db.clone_ref(py)
+    }
+
+    /// The transaction (py-lmdb's CFFI name, as `_pydb`).
+    #[getter]
+    fn _pytxn(&self, py: Python<'_>) -> Py<Transaction> {
+        self.txn.clone_ref(py)
+    }
+
     /// Closes the cursor; later use raises `cairn.Error`.
     fn close(&self, py: Python<'_>) {
         if self.closed.swap(true, Ordering::Relaxed) {
@@ -325,7 +337,7 @@ impl Cursor {
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        self.seek_dup(py, &arg(key)?, &arg(value)?, true)
+        self.seek_dup(py, &key_arg(key)?, &arg(value)?, true)
     }
 
     /// Moves to `key` at its first value greater than or equal to `value`.
@@ -335,7 +347,7 @@ impl Cursor {
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
-        self.seek_dup(py, &arg(key)?, &arg(value)?, false)
+        self.seek_dup(py, &key_arg(key)?, &arg(value)?, false)
     }
 
     /// Number of values of the current key.
@@ -399,7 +411,7 @@ impl Cursor {
         key: &Bound<'py, PyAny>,
         val: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let k = arg(key)?;
+        let k = key_arg(key)?;
         let v = arg(val)?;
         let old = self.write(
             py,
@@ -419,7 +431,7 @@ impl Cursor {
 
     /// Deletes `key` and returns its value (or None).
     fn pop<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        let k = arg(key)?;
+        let k = key_arg(key)?;
         let old = self.write(
             py,
             |old: &Option<Vec<u8>>| old.as_ref().map(|v| (k.to_vec(), v.clone())),
@@ -450,15 +462,27 @@ impl Cursor {
         keyfixed: bool,
         values: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        if keyfixed && dupfixed_bytes.is_none() {
-            return Err(errors::InvalidParameterError::new_err(
-                "keyfixed=True needs dupfixed_bytes",
+        // py-lmdb's argument checks, with its exception class (TypeError).
+        use pyo3::exceptions::PyTypeError;
+        if (dupfixed_bytes.is_some_and(|b| b > 0) || keyfixed) && !dupdata {
+            return Err(PyTypeError::new_err(
+                "dupdata is required for dupfixed_bytes/keyfixed.",
+            ));
+        }
+        if keyfixed && dupfixed_bytes.is_none_or(|b| b == 0) {
+            return Err(PyTypeError::new_err(
+                "dupfixed_bytes is required for keyfixed.",
+            ));
+        }
+        if !values && dupdata {
+            return Err(PyTypeError::new_err(
+                "values=False is incompatible with dupdata.",
             ));
         }
         let mut found: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         for k in keys.try_iter()? {
             let k = k?;
-            let k = arg(&k)?;
+            let k = key_arg(&k)?;
             let mut g = self.lock(py)?;
             let sl = self.slot(&mut g)?;
             let c = sl.cur.as_mut().expect("live");
@@ -577,6 +601,9 @@ impl Run<'_, '_> {
     /// Stores one pair; returns whether it was stored (see `put_result`).
     #[inline]
     fn put(&mut self, k: &[u8], v: &[u8]) -> PyResult<bool> {
+        if k.is_empty() {
+            return Err(crate::convert::empty_key());
+        }
         self.consumed += 1;
         let stored = put_result(self.w.put(k, v, self.flags))?;
         self.added += usize::from(stored);
@@ -651,7 +678,7 @@ impl Cursor {
                 return Ok((consumed, added));
             };
             let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
-            let (c, a) = self.put_converted(py, &[(arg(&k)?, arg(&v)?)], opts)?;
+            let (c, a) = self.put_converted(py, &[(key_arg(&k)?, arg(&v)?)], opts)?;
             consumed += c;
             added += a;
             i += 1;
@@ -679,7 +706,7 @@ impl Cursor {
             }
             let args = batch
                 .iter()
-                .map(|(k, v)| Ok((arg(k)?, arg(v)?)))
+                .map(|(k, v)| Ok((key_arg(k)?, arg(v)?)))
                 .collect::<PyResult<Vec<_>>>()?;
             let (c, a) = self.put_converted(py, &args, opts)?;
             consumed += c;

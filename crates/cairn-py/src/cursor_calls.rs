@@ -3,7 +3,7 @@
 //! and `put`. Each is one generic function instantiated per method, calling the same `Cursor`
 //! code as the rest of the class.
 
-use crate::convert::arg;
+use crate::convert::{arg, key_arg};
 use crate::cursor::{Cursor, Step};
 use crate::fastcall::{enter, fast_method, install_method, method_args, opt_bool, Meth};
 use pyo3::ffi;
@@ -80,7 +80,9 @@ unsafe extern "C" fn seek<const EXACT: bool>(
         let (c, [key]) =
             unsafe { method_args::<Cursor, _>(py, slf, name, &["key"], 1, args, nargsf, kwnames) }?;
         let key = key.expect("required");
-        Ok(py_bool(py, c.get().seek(py, &arg(&key)?, EXACT)?))
+        // set_range(b"") is py-lmdb's "from the first key"; set_key(b"") is refused.
+        let k = if EXACT { key_arg(&key)? } else { arg(&key)? };
+        Ok(py_bool(py, c.get().seek(py, &k, EXACT)?))
     })
 }
 
@@ -88,7 +90,7 @@ fast_method! {
     /// `get(key, default=None)`: moves to `key` and returns its value, or `default`.
     fn get(Cursor, "Cursor.get", 1; key, default) |py, c| {
         let (c, key) = (c.get(), key.expect("required"));
-        let found = if c.seek(py, &arg(&key)?, true)? {
+        let found = if c.seek(py, &key_arg(&key)?, true)? {
             c.read(py, false, true)?
         } else {
             default.map_or_else(|| py.None().into_bound(py), |d| d.to_owned())

@@ -42,6 +42,9 @@ pub struct PyDatabase {
     pub(crate) db: Database,
     pub(crate) name: Option<Vec<u8>>,
     flags: DbFlags,
+    /// Set by `Transaction.drop(db, delete=True)`: the handle is closed, and using it raises
+    /// `InvalidParameterError` (LMDB's EINVAL for a closed handle).
+    pub(crate) dropped: std::sync::atomic::AtomicBool,
 }
 
 impl PyDatabase {
@@ -50,13 +53,31 @@ impl PyDatabase {
     pub(crate) fn dup(&self) -> bool {
         self.flags.contains(DbFlags::DUP_SORT)
     }
+
+    /// The engine handle, unless `Transaction.drop(delete=True)` closed it.
+    #[inline]
+    pub(crate) fn handle(&self) -> PyResult<Database> {
+        if self.dropped.load(Ordering::Relaxed) {
+            return Err(errors::InvalidParameterError::new_err(
+                "the database was dropped: its handle is closed",
+            ));
+        }
+        Ok(self.db)
+    }
 }
 
 #[pymethods]
 impl PyDatabase {
     /// The database's flags as a dict (reverse_key, dupsort, integerkey, integerdup,
-    /// dupfixed).
-    fn flags<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    /// dupfixed). `txn` (py-lmdb's argument) is accepted and not needed: a handle's flags are
+    /// those the database was created with.
+    #[pyo3(signature = (txn=None))]
+    fn flags<'py>(
+        &self,
+        py: Python<'py>,
+        txn: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let _ = txn;
         let d = PyDict::new(py);
         d.set_item("reverse_key", self.flags.contains(DbFlags::REVERSE_KEY))?;
         d.set_item("dupsort", self.flags.contains(DbFlags::DUP_SORT))?;
@@ -75,7 +96,7 @@ impl PyDatabase {
 }
 
 /// An open environment: one Cairn data file with its named databases.
-#[pyclass(frozen, module = "cairn", name = "Environment")]
+#[pyclass(frozen, weakref, module = "cairn", name = "Environment")]
 pub struct Environment {
     core: Mutex<Option<Arc<EnvCore>>>,
     /// Whether the environment was opened read-only.
@@ -187,6 +208,12 @@ impl Environment {
         } else {
             path.clone()
         };
+        if subdir && path.exists() && !path.is_dir() {
+            return Err(errors::Error::new_err(format!(
+                "{}: Not a directory",
+                path.display()
+            )));
+        }
         if subdir && !path.is_dir() {
             if !create || readonly {
                 return Err(errors::Error::new_err(format!(
@@ -255,6 +282,7 @@ impl Environment {
                 db: env.main_db(),
                 name: None,
                 flags: DbFlags::empty(),
+                dropped: Default::default(),
             },
         )?;
         Ok(Environment {
@@ -298,10 +326,7 @@ impl Environment {
         let Some(core) = lock(&self.core).take() else {
             return;
         };
-        let txns = std::mem::take(&mut *lock(&core.txns));
-        for t in txns.iter().filter_map(std::sync::Weak::upgrade) {
-            let _ = t.end_root(py, false);
-        }
+        abort_all(py, &core);
         lock(&self.dbs).clear();
         if let Some(s) = lock(&OPEN_PATHS).as_mut() {
             s.remove(&self.key);
@@ -312,8 +337,9 @@ impl Environment {
     }
 
     /// The directory (or, with subdir=False, file) path given at open.
-    fn path(&self) -> String {
-        self.path.clone()
+    fn path(&self) -> PyResult<String> {
+        self.core()?;
+        Ok(self.path.clone())
     }
 
     /// Begins a transaction (see `Transaction`).
@@ -352,8 +378,8 @@ impl Environment {
         };
         let Some(name_bytes) = key else {
             if reverse_key || dupsort || integerkey || integerdup || dupfixed {
-                return Err(errors::InvalidParameterError::new_err(
-                    "the main database's flags cannot be changed by open_db",
+                return Err(pyo3::exceptions::PyValueError::new_err(
+                    "May not set flags on the main database",
                 ));
             }
             return Ok(self.main.clone_ref(py));
@@ -393,7 +419,7 @@ impl Environment {
             None if self.readonly || !create => {
                 let core = self.core()?;
                 let r = core.env.read_txn().map_err(errors::map)?;
-                r.open_db(Some(&name)).map_err(errors::map)?
+                r.open_db(Some(&name)).map_err(|e| missing_db(e, create))?
             }
             None => self.with_write(py, |w| w.create_db(Some(&name), want))?,
         };
@@ -404,6 +430,7 @@ impl Environment {
                 db,
                 name: Some(name_bytes.clone()),
                 flags: stored.unwrap_or(flags),
+                dropped: Default::default(),
             },
         )?;
         lock(&self.dbs).insert(name_bytes, h.clone_ref(py));
@@ -457,6 +484,7 @@ impl Environment {
 
     /// The flags given at open, as a dict.
     fn flags<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.core()?;
         let f = self.flags;
         let d = PyDict::new(py);
         for (k, v) in [
@@ -490,8 +518,12 @@ impl Environment {
     /// every process sharing the environment.
     fn readers(&self) -> PyResult<String> {
         let core = self.core()?;
+        let readers = core.env.readers();
+        if readers.is_empty() {
+            return Ok("(no active readers)\n".into());
+        }
         let mut s = String::from("    pid     thread     txnid\n");
-        for r in core.env.readers() {
+        for r in readers {
             let txn = if r.txnid == 0 {
                 "-".to_string()
             } else {
@@ -508,13 +540,16 @@ impl Environment {
     }
 
     /// Changes the size limit. A write transaction must not be active.
-    fn set_mapsize(&self, map_size: u64) -> PyResult<()> {
+    fn set_mapsize(&self, py: Python<'_>, map_size: u64) -> PyResult<()> {
         let core = self.core()?;
         if core.writer.load(Ordering::Acquire) != 0 {
             return Err(errors::Error::new_err(
                 "Cannot set_mapsize while a write transaction is active",
             ));
         }
+        // As py-lmdb: the environment's open (read) transactions and their cursors end; using
+        // them afterwards raises.
+        abort_all(py, &core);
         core.env
             .set_max_size(Some(map_size))
             .map_err(|e| errors::MapResizedError::new_err(e.to_string()))
@@ -618,6 +653,14 @@ impl Environment {
     }
 }
 
+/// Aborts every live transaction of the environment (`close`, `set_mapsize`).
+fn abort_all(py: Python<'_>, core: &EnvCore) {
+    let txns = std::mem::take(&mut *lock(&core.txns));
+    for t in txns.iter().filter_map(std::sync::Weak::upgrade) {
+        let _ = t.end_root(py, false);
+    }
+}
+
 impl Environment {
     /// Forgets a cached handle (after `Transaction.drop`).
     pub(crate) fn forget_db(&self, name: &[u8]) {
@@ -632,6 +675,12 @@ impl Environment {
         txn: Option<Bound<'_, Transaction>>,
     ) -> PyResult<()> {
         let core = self.core()?;
+        if txn.is_some() && !compact {
+            // py-lmdb's rule (its patched LMDB copies a given transaction only compacting).
+            return Err(PyTypeError::new_err(
+                "txn argument only compatible with compact=True",
+            ));
+        }
         match txn {
             None => {
                 let env = core.env.clone();
@@ -640,6 +689,18 @@ impl Environment {
             }
             Some(t) => t.get().copy_to(py, dest, compact),
         }
+    }
+}
+
+/// The error for opening a database that does not exist: LMDB answers EACCES (py-lmdb's
+/// `ReadonlyError`) when it was asked to create it where it cannot write (a read-only
+/// environment or transaction), MDB_NOTFOUND otherwise.
+pub(crate) fn missing_db(e: cairn::Error, create: bool) -> PyErr {
+    match e {
+        cairn::Error::DbNotFound { .. } if create => errors::ReadonlyError::new_err(format!(
+            "{e}; it cannot be created in a read-only environment or transaction"
+        )),
+        e => errors::map(e),
     }
 }
 

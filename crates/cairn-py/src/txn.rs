@@ -4,7 +4,7 @@
 //! and stands at a deeper level. Only the innermost level may be used (the engine's nested
 //! transactions are a stack); using an outer one raises `BadTxnError`.
 
-use crate::convert::{arg, finish, grab};
+use crate::convert::{arg, finish, grab, key_arg};
 use crate::cursor::Cursor;
 use crate::env::{stat_dict, Environment, PyDatabase};
 use crate::errors::{self, closed};
@@ -30,7 +30,6 @@ pub struct Transaction {
     #[pyo3(get)]
     env: Py<Environment>,
     db: Py<PyDatabase>,
-    dbv: Database,
     dup: bool,
     _parent: Option<Py<Transaction>>,
 }
@@ -47,7 +46,6 @@ impl Transaction {
         let e = env.get();
         let core = e.core()?;
         let db = db.unwrap_or_else(|| e.main_db().clone_ref(py));
-        let dbv = db.get().db;
         let dup = db.get().dup();
         if let Some(p) = parent {
             let pt = p.get();
@@ -68,7 +66,6 @@ impl Transaction {
                 token,
                 env: env.clone().unbind(),
                 db,
-                dbv,
                 dup,
                 _parent: Some(p.unbind()),
             });
@@ -116,7 +113,6 @@ impl Transaction {
             token,
             env: env.clone().unbind(),
             db,
-            dbv,
             dup,
             _parent: None,
         })
@@ -135,10 +131,10 @@ impl Transaction {
 
     /// The database to use and whether it keeps sorted duplicates.
     #[inline]
-    fn dbv(&self, db: Option<&Bound<'_, PyDatabase>>) -> (Database, bool) {
+    fn dbv(&self, db: Option<&Bound<'_, PyDatabase>>) -> PyResult<(Database, bool)> {
         match db {
-            Some(d) => (d.get().db, d.get().dup()),
-            None => (self.dbv, self.dup),
+            Some(d) => Ok((d.get().handle()?, d.get().dup())),
+            None => Ok((self.db.get().handle()?, self.dup)),
         }
     }
 
@@ -151,8 +147,8 @@ impl Transaction {
         default: Option<Borrowed<'_, 'py, PyAny>>,
         db: Option<&Bound<'py, PyDatabase>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let k = arg(key)?;
-        let (dbv, _) = self.dbv(db);
+        let k = key_arg(key)?;
+        let (dbv, _) = self.dbv(db)?;
         let out = {
             let g = self.state(py)?;
             let st = g.as_ref().expect("checked");
@@ -179,9 +175,9 @@ impl Transaction {
         db: Option<&Bound<'_, PyDatabase>>,
     ) -> PyResult<bool> {
         let (dupdata, overwrite, append) = flags;
-        let k = arg(key)?;
+        let k = key_arg(key)?;
         let v = arg(value)?;
-        let (dbv, dup) = self.dbv(db);
+        let (dbv, dup) = self.dbv(db)?;
         let mut g = self.state(py)?;
         let t = g.as_mut().expect("checked").rw_mut()?;
         put_result(t.put(
@@ -201,9 +197,9 @@ impl Transaction {
         value: Option<&Bound<'_, PyAny>>,
         db: Option<&Bound<'_, PyDatabase>>,
     ) -> PyResult<bool> {
-        let k = arg(key)?;
+        let k = key_arg(key)?;
         let v = value.map(arg).transpose()?;
-        let (dbv, dup) = self.dbv(db);
+        let (dbv, dup) = self.dbv(db)?;
         let mut g = self.state(py)?;
         let t = g.as_mut().expect("checked").rw_mut()?;
         match v {
@@ -222,7 +218,9 @@ impl Transaction {
         let mut g = self.state(py)?;
         let st = g.as_mut().expect("checked");
         if let Some(Kind::Ro(t)) = st.kind.as_ref() {
-            return t.open_db(Some(name)).map_err(errors::map);
+            return t
+                .open_db(Some(name))
+                .map_err(|e| crate::env::missing_db(e, flags.contains(cairn::DbFlags::CREATE)));
         }
         st.rw_mut()?
             .create_db(Some(name), flags)
@@ -272,6 +270,13 @@ impl Transaction {
         });
         drop(g);
         r.map_err(errors::map)
+    }
+
+    /// Whether this level is still open.
+    fn live(&self, py: Python<'_>) -> bool {
+        let g = self.shared.state.lock(py);
+        g.as_ref()
+            .is_some_and(|st| st.tokens.get(self.depth) == Some(&self.token))
     }
 
     fn end(&self, py: Python<'_>, commit: bool) -> PyResult<()> {
@@ -350,6 +355,10 @@ impl Transaction {
         _tb: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let ok = exc_type.is_none_or(|t| t.is_none());
+        // Already ended (by commit/abort inside the block, or the environment's close): no-op.
+        if !self.live(py) {
+            return Ok(());
+        }
         self.end(py, ok)
     }
 
@@ -371,7 +380,7 @@ impl Transaction {
     ) -> PyResult<Bound<'py, PyDict>> {
         let s = {
             let g = self.state(py)?;
-            g.as_ref().expect("checked").stat(self.dbv(db).0)
+            g.as_ref().expect("checked").stat(self.dbv(db)?.0)
         }
         .map_err(errors::map)?;
         stat_dict(py, &s)
@@ -381,17 +390,14 @@ impl Transaction {
     #[pyo3(signature = (db, delete=true))]
     fn drop(&self, py: Python<'_>, db: &Bound<'_, PyDatabase>, delete: bool) -> PyResult<()> {
         let d = db.get();
+        let h = d.handle()?;
         {
             let mut g = self.state(py)?;
             let t = g.as_mut().expect("checked").rw_mut()?;
-            if delete {
-                t.drop_db(d.db)
-            } else {
-                t.clear_db(d.db)
-            }
-            .map_err(errors::map)?;
+            if delete { t.drop_db(h) } else { t.clear_db(h) }.map_err(errors::map)?;
         }
         if delete {
+            d.dropped.store(true, Ordering::Relaxed);
             if let Some(n) = &d.name {
                 self.env.get().forget_db(n);
             }
@@ -400,8 +406,19 @@ impl Transaction {
     }
 
     /// Commits (a nested transaction: into its parent). Releases the GIL while flushing.
+    /// A transaction already ended (committed, aborted, or its environment closed) raises
+    /// `cairn.Error`, as in py-lmdb; `abort` of one has no effect.
     fn commit(&self, py: Python<'_>) -> PyResult<()> {
+        if !self.live(py) {
+            return Err(closed());
+        }
         self.end(py, true)
+    }
+
+    /// The environment (py-lmdb's CFFI implementation names it so; its `lmdb.aio` reads it).
+    #[getter]
+    fn _pyenv(&self, py: Python<'_>) -> Py<Environment> {
+        self.env.clone_ref(py)
     }
 
     /// Discards every change (a nested transaction: its own changes only).
@@ -418,9 +435,9 @@ impl Transaction {
         value: &Bound<'py, PyAny>,
         db: Option<&Bound<'py, PyDatabase>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let k = arg(key)?;
+        let k = key_arg(key)?;
         let v = arg(value)?;
-        let (dbv, dup) = self.dbv(db);
+        let (dbv, dup) = self.dbv(db)?;
         let old = {
             let mut g = self.state(py)?;
             let st = g.as_mut().expect("checked");
@@ -450,8 +467,8 @@ impl Transaction {
         key: &Bound<'py, PyAny>,
         db: Option<&Bound<'py, PyDatabase>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let k = arg(key)?;
-        let (dbv, dup) = self.dbv(db);
+        let k = key_arg(key)?;
+        let (dbv, dup) = self.dbv(db)?;
         let old = {
             let mut g = self.state(py)?;
             let st = g.as_mut().expect("checked");

@@ -144,10 +144,15 @@ def test_getmulti(filled):
     c = filled.begin().cursor()
     assert c.getmulti([b"k1", b"nope", b"k3"]) == [(b"k1", b"v1"), (b"k3", b"v3")]
     assert c.getmulti([b"k2"], values=False) == [b"k2"]
-    mv = c.getmulti([b"k1", b"k2"], dupfixed_bytes=2, keyfixed=True)
+    mv = c.getmulti([b"k1", b"k2"], dupdata=True, dupfixed_bytes=2, keyfixed=True)
     assert isinstance(mv, memoryview) and bytes(mv) == b"k1v1k2v2"
-    with pytest.raises(cairn.Error):
-        c.getmulti([b"k1"], keyfixed=True)
+    # py-lmdb's argument checks, with its class (TypeError).
+    with pytest.raises(TypeError):
+        c.getmulti([b"k1"], dupdata=True, keyfixed=True)
+    with pytest.raises(TypeError):
+        c.getmulti([b"k1"], dupfixed_bytes=2, keyfixed=True)
+    with pytest.raises(TypeError):
+        c.getmulti([b"k1"], dupdata=True, values=False)
 
 
 def test_close_and_context_manager(filled):

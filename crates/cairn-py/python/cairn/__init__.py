@@ -50,6 +50,7 @@ from ._cairn import (
 #: ``cairn.open(path, **kwargs)`` opens an :class:`Environment`, as ``lmdb.open`` does.
 open = Environment
 
+# Exactly py-lmdb's list (its package test holds it): `open` is there, but not in `__all__`.
 __all__ = [
     "Cursor",
     "Environment",
@@ -57,7 +58,6 @@ __all__ = [
     "_Database",
     "enable_drop_gil",
     "version",
-    "open",
     "BadDbiError",
     "BadRslotError",
     "BadTxnError",

@@ -1,0 +1,166 @@
+"""py-lmdb's object model and argument rules, as its own test suite holds them (issue 19):
+each test here fails without the change it names."""
+import gc
+import os
+import weakref
+
+import pytest
+
+import cairn
+
+
+def test_all_is_pylmdbs_list():
+    assert sorted(cairn.__all__) == sorted(
+        ["Cursor", "Environment", "Transaction", "_Database", "enable_drop_gil", "version"]
+        + [n for n in dir(cairn) if n.endswith("Error")]
+    )
+    assert "open" not in cairn.__all__ and cairn.open is cairn.Environment
+
+
+def test_version_subpatch_says_txn_copy_works():
+    assert cairn.version(subpatch=True)[3] == 1
+
+
+def test_environment_weakref(tmp_path):
+    env = cairn.open(str(tmp_path / "e"))
+    called = []
+    r = weakref.ref(env, lambda _: called.append(1))
+    assert r() is env
+    env.close()
+    del env
+    gc.collect()
+    assert r() is None and called == [1]
+
+
+def test_closed_environment_raises(tmp_path):
+    env = cairn.open(str(tmp_path / "e"))
+    txn = env.begin()
+    env.close()
+    for f in (env.path, env.flags, env.info, env.stat, env.begin, txn.commit):
+        with pytest.raises(cairn.Error):
+            f()
+    txn.abort()  # abort stays harmless
+
+
+def test_finished_transaction_commit_raises(env):
+    for write in (False, True):
+        t = env.begin(write=write)
+        t.commit()
+        with pytest.raises(cairn.Error):
+            t.commit()
+        t.abort()
+        t = env.begin(write=write)
+        t.abort()
+        with pytest.raises(cairn.Error):
+            t.commit()
+    # Ended inside a `with`: leaving the block is a no-op.
+    with env.begin(write=True) as t:
+        t.put(b"a", b"1")
+        t.commit()
+    assert env.begin().get(b"a") == b"1"
+
+
+def test_readers_when_none(tmp_path):
+    env = cairn.open(str(tmp_path / "e"))
+    assert env.readers() == "(no active readers)\n"
+    t = env.begin()
+    assert env.readers() != "(no active readers)\n"
+    t.abort()
+    env.close()
+
+
+def test_database_flags_takes_txn(env):
+    db = env.open_db(b"d", dupsort=True)
+    with env.begin() as t:
+        assert db.flags(t)["dupsort"] and db.flags(None)["dupsort"] and db.flags()["dupsort"]
+    with pytest.raises(TypeError):
+        db.flags(1, 2, 3)
+
+
+def test_main_db_flags_refused_with_value_error(env):
+    with pytest.raises(ValueError):
+        env.open_db(None, dupsort=True)
+
+
+def test_open_db_create_where_read_only_raises_readonly(tmp_path):
+    p = str(tmp_path / "e")
+    cairn.open(p, max_dbs=4).close()
+    env = cairn.open(p, max_dbs=4, readonly=True)
+    with pytest.raises(cairn.ReadonlyError):
+        env.open_db(b"missing", create=True)
+    with pytest.raises(cairn.NotFoundError):
+        env.open_db(b"missing", create=False)
+    env.close()
+    env = cairn.open(p, max_dbs=4)
+    with env.begin() as t:
+        with pytest.raises(cairn.ReadonlyError):
+            env.open_db(b"missing", txn=t)
+    env.close()
+
+
+def test_dropped_database_handle_is_closed(env):
+    db = env.open_db(b"d")
+    t = env.begin(write=True, db=db)
+    t.put(b"a", b"1", db=db)
+    t.drop(db)
+    with pytest.raises(cairn.InvalidParameterError):
+        t.get(b"a", db=db)
+    with pytest.raises(cairn.InvalidParameterError):
+        t.drop(db)
+    with pytest.raises(cairn.InvalidParameterError):
+        t.get(b"a")  # the transaction's own database
+    t.abort()
+
+
+def test_empty_keys_refused(env):
+    with env.begin(write=True) as t:
+        for f in (lambda: t.get(b""), lambda: t.put(b"", b"v"), lambda: t.delete(b""),
+                  lambda: t.replace(b"", b"v"), lambda: t.pop(b"")):
+            with pytest.raises(cairn.BadValsizeError):
+                f()
+        c = t.cursor()
+        t.put(b"a", b"1")
+        for f in (lambda: c.set_key(b""), lambda: c.get(b""), lambda: c.put(b"", b"v"),
+                  lambda: c.putmulti([(b"", b"v")]), lambda: c.getmulti([b""]),
+                  lambda: c.set_key_dup(b"", b"1")):
+            with pytest.raises(cairn.BadValsizeError):
+                f()
+        # py-lmdb's set_range(b"") starts from the first key.
+        assert c.set_range(b"") and c.key() == b"a"
+
+
+def test_regular_file_is_not_an_environment_directory(tmp_path):
+    f = tmp_path / "file"
+    f.write_bytes(b"")
+    with pytest.raises(cairn.Error):
+        cairn.open(str(f))
+
+
+def test_set_mapsize_ends_open_transactions(tmp_path):
+    env = cairn.open(str(tmp_path / "e"), map_size=1 << 20)
+    t = env.begin()
+    c = t.cursor()
+    env.set_mapsize(2 << 20)
+    with pytest.raises(cairn.Error):
+        t.get(b"a")
+    with pytest.raises(cairn.Error):
+        c.first()
+    env.close()
+
+
+def test_copy_from_txn_needs_compact(filled, tmp_path):
+    with filled.begin() as t:
+        with pytest.raises(TypeError):
+            filled.copy(str(tmp_path), txn=t)
+        fd = os.open(str(tmp_path / "f"), os.O_WRONLY | os.O_CREAT)
+        try:
+            with pytest.raises(TypeError):
+                filled.copyfd(fd, txn=t)
+        finally:
+            os.close(fd)
+
+
+def test_cffi_private_attributes_for_aio(filled):
+    t = filled.begin()
+    c = t.cursor()
+    assert t._pyenv is filled and c._pytxn is t and c._pydb is c.db
