@@ -81,12 +81,17 @@ pub unsafe extern "C" fn mdb_dbi_open(
             }
         }
         t.forget_cached(c_dbi(db));
-        t.menv().set_dbi(Dbi {
+        // A new handle is private to this transaction until it commits (txn.rs).
+        let new = t.menv().set_dbi(Dbi {
             db,
             flags: trc!(tri!(env_static(t.menv())).db_flags(db)),
             cmp: None,
             dcmp: None,
+            owner: txn as usize,
         });
+        if new {
+            t.owns_dbis = true;
+        }
         // SAFETY: docs/safety.md §7: checked non-NULL out-parameter.
         unsafe { *dbi = c_dbi(db) };
         0

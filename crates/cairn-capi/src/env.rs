@@ -33,6 +33,10 @@ pub(crate) struct Dbi {
     pub flags: cairn::DbFlags,
     pub cmp: Option<MDB_cmp_func>,
     pub dcmp: Option<MDB_cmp_func>,
+    /// The address of the transaction that opened the handle while it has not committed (the
+    /// handle is private to it and its children, as LMDB's are), 0 once every transaction may
+    /// use it.
+    pub owner: usize,
 }
 
 /// An environment handle.
@@ -73,7 +77,9 @@ impl MDB_env {
         g.get(dbi as usize).copied().flatten().ok_or(libc::EINVAL)
     }
 
-    pub(crate) fn set_dbi(&self, d: Dbi) {
+    /// Stores an opened handle. A handle new to the table takes `d.owner`; one open already
+    /// keeps its owner. Returns whether the handle is new.
+    pub(crate) fn set_dbi(&self, d: Dbi) -> bool {
         let i = crate::db::c_dbi(d.db) as usize;
         let mut g = self.dbis.lock().unwrap_or_else(|p| p.into_inner());
         if g.len() <= i {
@@ -83,8 +89,26 @@ impl MDB_env {
         g[i] = Some(Dbi {
             cmp: keep.and_then(|k| k.cmp),
             dcmp: keep.and_then(|k| k.dcmp),
+            owner: keep.map_or(d.owner, |k| k.owner),
             ..d
         });
+        self.dbi_gen.fetch_add(1, Ordering::Release);
+        keep.is_none()
+    }
+
+    /// The handles transaction `from` (its address) opened, as it ends: handed to `to` (its
+    /// parent's address when a nested transaction commits, 0 for every transaction when a
+    /// top-level one does) or, with None, closed (LMDB closes the handles of a transaction
+    /// that aborts or is reset).
+    pub(crate) fn settle_dbis(&self, from: usize, to: Option<usize>) {
+        let mut g = self.dbis.lock().unwrap_or_else(|p| p.into_inner());
+        for s in g.iter_mut() {
+            match (s.as_mut(), to) {
+                (Some(d), Some(o)) if d.owner == from => d.owner = o,
+                (Some(d), None) if d.owner == from => *s = None,
+                _ => {}
+            }
+        }
         self.dbi_gen.fetch_add(1, Ordering::Release);
     }
 
@@ -331,6 +355,7 @@ pub unsafe extern "C" fn mdb_env_open(
             flags: en.db_flags(main).unwrap_or_default(),
             cmp: None,
             dcmp: None,
+            owner: 0,
         });
         0
     })

@@ -45,6 +45,9 @@ pub struct MDB_txn {
     dbi_gen: u64,
     /// A write failed in a way that leaves the transaction unusable (LMDB's MDB_TXN_ERROR).
     broken: bool,
+    /// Some handle of the environment's table is private to this transaction (`Dbi::owner`):
+    /// opened by it, or by a child that committed. Its end settles them.
+    pub(crate) owns_dbis: bool,
 }
 
 /// Handles cached per transaction (higher ones are looked up each time): the main database's
@@ -178,10 +181,42 @@ impl MDB_txn {
     #[cold]
     fn dbi_slow(&mut self, dbi: MDB_dbi) -> Result<Dbi, c_int> {
         let d = self.menv().dbi(dbi)?;
+        if d.owner != 0 && !self.sees(d.owner) {
+            // Opened by another transaction that has not committed (LMDB: EINVAL).
+            return Err(libc::EINVAL);
+        }
         if let Some(slot) = self.dbis.get_mut(dbi as usize) {
             *slot = Some(d);
         }
         Ok(d)
+    }
+
+    /// Whether a handle private to transaction `owner` (an address) is this transaction's or
+    /// an ancestor's.
+    fn sees(&self, owner: usize) -> bool {
+        let mut t: *const MDB_txn = self;
+        while !t.is_null() {
+            if t as usize == owner {
+                return true;
+            }
+            // SAFETY: ancestors are live while a descendant is (docs/safety.md §7).
+            t = unsafe { (*t).parent };
+        }
+        false
+    }
+
+    /// Settles the handles this transaction owns as it ends (`MDB_env::settle_dbis`): kept
+    /// when it committed, closed else.
+    fn settle_dbis(&mut self, me: *mut MDB_txn, committed: bool) {
+        if !std::mem::take(&mut self.owns_dbis) {
+            return;
+        }
+        let to = committed.then_some(self.parent as usize);
+        self.menv().settle_dbis(me as usize, to);
+        if committed && !self.parent.is_null() {
+            // SAFETY: the parent outlives its child (docs/safety.md §7).
+            unsafe { (*self.parent).owns_dbis = true };
+        }
     }
 
     /// The handles this transaction has cached (a `None` is looked up by [`Self::dbi`]).
@@ -238,6 +273,7 @@ fn alloc_txn(e: &MDB_env, env: *mut MDB_env, parent: *mut MDB_txn) -> *mut MDB_t
         dbis: [None; DBI_CACHE],
         dbi_gen: e.dbi_gen.load(Ordering::Acquire),
         broken: false,
+        owns_dbis: false,
     }))
 }
 
@@ -255,6 +291,7 @@ unsafe fn recycle(env: *mut MDB_env, t: *mut MDB_txn) {
     b.parent = std::ptr::null_mut();
     b.child = std::ptr::null_mut();
     b.broken = false;
+    b.owns_dbis = false;
     b.cursors.clear();
     // SAFETY: the caller's contract, passed on; the handle is blank now.
     unsafe { park_spare(env, t) };
@@ -455,7 +492,7 @@ enum Writer {
 unsafe fn finish(txn: *mut MDB_txn, commit: bool) -> c_int {
     // SAFETY: a live handle (docs/safety.md §7).
     let t = unsafe { &mut *txn };
-    if matches!(t.kind, Kind::Ro(_)) && t.cursors.is_empty() {
+    if matches!(t.kind, Kind::Ro(_)) && t.cursors.is_empty() && !t.owns_dbis {
         // The common short read transaction: no child, no parent, no cursor to detach,
         // nothing to commit, never broken, so the handle is blank once its snapshot ends here
         // (dropped in place).
@@ -478,6 +515,7 @@ unsafe fn finish(txn: *mut MDB_txn, commit: bool) -> c_int {
 unsafe fn finish_general(txn: *mut MDB_txn, commit: bool) -> c_int {
     // SAFETY: a live handle (docs/safety.md §7).
     let t = unsafe { &mut *txn };
+    let asked = commit;
     let mut rc = 0;
     if !t.child.is_null() {
         // SAFETY: docs/safety.md §7: the child is live while registered.
@@ -525,6 +563,7 @@ unsafe fn finish_general(txn: *mut MDB_txn, commit: bool) -> c_int {
         Ok(()) if commit && t.broken => MDB_BAD_TXN,
         Ok(()) => rc,
     };
+    t.settle_dbis(txn, asked && rc == 0);
     if !t.parent.is_null() {
         // SAFETY: docs/safety.md §7: the parent outlives its child.
         unsafe { (*t.parent).child = std::ptr::null_mut() };
@@ -575,6 +614,7 @@ pub unsafe extern "C" fn mdb_txn_reset(txn: *mut MDB_txn) {
             // mdb_cursor_renew starts a cursor afresh.
             t.park_each();
             t.kind = Kind::Reset;
+            t.settle_dbis(txn, false);
         }
     })
 }

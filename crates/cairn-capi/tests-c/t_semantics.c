@@ -4,7 +4,8 @@
  * transaction is 1; a size limit below the space in use is that space (a write past it is
  * MDB_MAP_FULL, the open succeeds); without DUPSORT mdb_cursor_count is MDB_INCOMPATIBLE
  * and MDB_NEXT_DUP / MDB_PREV_DUP step to the next / previous key; a copy onto an existing
- * file is EEXIST. */
+ * file is EEXIST; a handle opened by a transaction is private to it until it commits, and
+ * closed if it aborts. */
 #include "check.h"
 
 static void empty_keys(void) {
@@ -190,11 +191,72 @@ static void single_values(void) {
 	mdb_env_close(env);
 }
 
+static void private_handles(void) {
+	MDB_env *env = open_env("t_semantics_dbis", 0, 4);
+	MDB_txn *w, *r, *child;
+	MDB_dbi x, y, z, ro;
+	MDB_cursor *c;
+	MDB_val k = sv("k"), v = sv("v"), out;
+	CHECK(mdb_txn_begin(env, NULL, 0, &w));
+	CHECK(mdb_dbi_open(w, "x", MDB_CREATE, &x));
+	CHECK(mdb_put(w, x, &k, &v, 0));
+	CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &r));
+	EXPECT(mdb_get(r, x, &k, &out), EINVAL);
+	EXPECT(mdb_cursor_open(r, x, &c), EINVAL);
+	mdb_txn_abort(r);
+	CHECK(mdb_txn_commit(w));
+	CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &r));
+	CHECK(mdb_get(r, x, &k, &out));
+	TRUE(veq(out, "v"));
+	mdb_txn_abort(r);
+
+	/* an abort closes the handles the transaction opened */
+	CHECK(mdb_txn_begin(env, NULL, 0, &w));
+	CHECK(mdb_dbi_open(w, "y", MDB_CREATE, &y));
+	mdb_txn_abort(w);
+	CHECK(mdb_txn_begin(env, NULL, 0, &w));
+	EXPECT(mdb_put(w, y, &k, &v, 0), EINVAL);
+	/* a child's handle goes to its parent when it commits, and with it */
+	CHECK(mdb_txn_begin(env, w, 0, &child));
+	CHECK(mdb_dbi_open(child, "z", MDB_CREATE, &z));
+	CHECK(mdb_put(child, z, &k, &v, 0));
+	CHECK(mdb_txn_commit(child));
+	CHECK(mdb_get(w, z, &k, &out));
+	mdb_txn_abort(w);
+	CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &r));
+	EXPECT(mdb_get(r, z, &k, &out), EINVAL);
+	mdb_txn_abort(r);
+
+	/* a read transaction's handle: private until it commits too (a handle new to this
+	 * environment handle: "x" is open in the last one) */
+	MDB_txn *r2;
+	char path[4096];
+	const char *p;
+	CHECK(mdb_env_get_path(env, &p));
+	snprintf(path, sizeof path, "%s", p);
+	mdb_env_close(env);
+	CHECK(mdb_env_create(&env));
+	CHECK(mdb_env_set_maxdbs(env, 4));
+	CHECK(mdb_env_open(env, path, MDB_NOTLS, 0664));
+	CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &r));
+	CHECK(mdb_dbi_open(r, "x", 0, &ro));
+	CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &r2));
+	EXPECT(mdb_cursor_open(r2, ro, &c), EINVAL);
+	mdb_txn_abort(r2);
+	CHECK(mdb_txn_commit(r));
+	CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &r2));
+	CHECK(mdb_cursor_open(r2, ro, &c));
+	mdb_cursor_close(c);
+	mdb_txn_abort(r2);
+	mdb_env_close(env);
+}
+
 int main(void) {
 	empty_keys();
 	txn_ids();
 	tiny_map();
 	single_values();
+	private_handles();
 	printf("t_semantics: ok\n");
 	return 0;
 }
