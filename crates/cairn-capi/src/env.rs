@@ -55,6 +55,10 @@ pub struct MDB_env {
     pub(crate) dbis: Mutex<Vec<Option<Dbi>>>,
     /// Names of the named databases opened, for LMDB's MDB_DBS_FULL count.
     pub(crate) names: Mutex<Vec<String>>,
+    /// The thread of each read transaction that is reset (mdb_txn_reset) and not yet renewed
+    /// or ended. LMDB's keeps its reader slot, which mdb_reader_list shows with "-" for a
+    /// txnid; the engine's snapshot has ended, so this layer lists them (txn.rs).
+    pub(crate) resets: Mutex<Vec<u64>>,
     /// `CLOSED` once mdb_env_close was called, plus `ONE_TXN` per transaction handle alive,
     /// the spare one (`spare`) included. One word, so that exactly one party sees it reach
     /// `CLOSED` alone and frees the handle: a close with transactions alive (a caller's bug in
@@ -241,6 +245,7 @@ pub unsafe extern "C" fn mdb_env_create(env: *mut *mut MDB_env) -> c_int {
             userctx: std::ptr::null_mut(),
             dbis: Mutex::new(Vec::new()),
             names: Mutex::new(Vec::new()),
+            resets: Mutex::new(Vec::new()),
             state: AtomicUsize::new(0),
             dbi_gen: AtomicU64::new(0),
             spare: AtomicPtr::new(std::ptr::null_mut()),
@@ -787,6 +792,13 @@ pub unsafe extern "C" fn mdb_reader_list(
             }
             let id = crate::lmdb_txnid(r.txnid);
             lines.push(format!("{:10} {:x} {}\n", r.pid, r.thread, id));
+        }
+        let pid = std::process::id();
+        for tid in e.resets.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            if lines.is_empty() {
+                lines.push("    pid     thread     txnid\n".to_string());
+            }
+            lines.push(format!("{pid:10} {tid:x} -\n"));
         }
         if lines.is_empty() {
             lines.push("(no active readers)\n".to_string());

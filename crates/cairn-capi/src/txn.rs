@@ -48,6 +48,8 @@ pub struct MDB_txn {
     /// Some handle of the environment's table is private to this transaction (`Dbi::owner`):
     /// opened by it, or by a child that committed. Its end settles them.
     pub(crate) owns_dbis: bool,
+    /// After mdb_txn_reset: the thread listed in `MDB_env::resets` for this handle, else 0.
+    reset_tid: u64,
 }
 
 /// Handles cached per transaction (higher ones are looked up each time): the main database's
@@ -219,6 +221,29 @@ impl MDB_txn {
         }
     }
 
+    /// Lists this reset read transaction in `MDB_env::resets`.
+    fn list_reset(&mut self) {
+        // SAFETY: gettid has no preconditions.
+        let tid = u64::try_from(unsafe { libc::gettid() }).unwrap_or(0);
+        self.menv()
+            .resets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(tid);
+        self.reset_tid = tid;
+    }
+
+    /// Takes this transaction out of `MDB_env::resets` (renewed or ended), if it is there.
+    fn unlist_reset(&mut self) {
+        let tid = std::mem::take(&mut self.reset_tid);
+        if tid != 0 {
+            let mut g = self.menv().resets.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(i) = g.iter().position(|&x| x == tid) {
+                g.swap_remove(i);
+            }
+        }
+    }
+
     /// The handles this transaction has cached (a `None` is looked up by [`Self::dbi`]).
     #[inline]
     pub(crate) fn dbis(&self) -> &[Option<Dbi>; DBI_CACHE] {
@@ -274,6 +299,7 @@ fn alloc_txn(e: &MDB_env, env: *mut MDB_env, parent: *mut MDB_txn) -> *mut MDB_t
         dbi_gen: e.dbi_gen.load(Ordering::Acquire),
         broken: false,
         owns_dbis: false,
+        reset_tid: 0,
     }))
 }
 
@@ -292,6 +318,7 @@ unsafe fn recycle(env: *mut MDB_env, t: *mut MDB_txn) {
     b.child = std::ptr::null_mut();
     b.broken = false;
     b.owns_dbis = false;
+    b.unlist_reset();
     b.cursors.clear();
     // SAFETY: the caller's contract, passed on; the handle is blank now.
     unsafe { park_spare(env, t) };
@@ -615,6 +642,7 @@ pub unsafe extern "C" fn mdb_txn_reset(txn: *mut MDB_txn) {
             t.park_each();
             t.kind = Kind::Reset;
             t.settle_dbis(txn, false);
+            t.list_reset();
         }
     })
 }
@@ -629,6 +657,7 @@ pub unsafe extern "C" fn mdb_txn_renew(txn: *mut MDB_txn) -> c_int {
         }
         let en = tri!(env_static(t.menv()));
         t.kind = Kind::Ro(trc!(en.read_txn()));
+        t.unlist_reset();
         0
     })
 }

@@ -5,7 +5,8 @@
  * MDB_MAP_FULL, the open succeeds); without DUPSORT mdb_cursor_count is MDB_INCOMPATIBLE
  * and MDB_NEXT_DUP / MDB_PREV_DUP step to the next / previous key; a copy onto an existing
  * file is EEXIST; a handle opened by a transaction is private to it until it commits, and
- * closed if it aborts. */
+ * closed if it aborts; mdb_reader_list lists a reset read transaction with "-" for its
+ * txnid until it is renewed or ends. */
 #include "check.h"
 
 static void empty_keys(void) {
@@ -251,12 +252,56 @@ static void private_handles(void) {
 	mdb_env_close(env);
 }
 
+struct listing { int readers, reset; };
+
+static int count_line(const char *msg, void *ctx) {
+	struct listing *l = ctx;
+	unsigned long long pid;
+	char thread[64], id[64];
+	if (sscanf(msg, "%llu %63s %63s", &pid, thread, id) == 3) {
+		l->readers++;
+		l->reset += strcmp(id, "-") == 0;
+	}
+	return 0;
+}
+
+static struct listing listing(MDB_env *env) {
+	struct listing l = { 0, 0 };
+	CHECK(mdb_reader_list(env, count_line, &l));
+	return l;
+}
+
+static void reset_readers(void) {
+	MDB_env *env = open_env("t_semantics_resets", MDB_NOTLS, 0);
+	MDB_txn *r1, *r2;
+	struct listing l;
+	CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &r1));
+	CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &r2));
+	l = listing(env);
+	TRUE(l.readers == 2 && l.reset == 0);
+	mdb_txn_reset(r1);
+	l = listing(env);
+	TRUE(l.readers == 2 && l.reset == 1);
+	mdb_txn_abort(r2);
+	l = listing(env);
+	TRUE(l.readers == 1 && l.reset == 1);
+	CHECK(mdb_txn_renew(r1));
+	l = listing(env);
+	TRUE(l.readers == 1 && l.reset == 0);
+	mdb_txn_reset(r1);
+	mdb_txn_abort(r1);
+	l = listing(env);
+	TRUE(l.readers == 0);
+	mdb_env_close(env);
+}
+
 int main(void) {
 	empty_keys();
 	txn_ids();
 	tiny_map();
 	single_values();
 	private_handles();
+	reset_readers();
 	printf("t_semantics: ok\n");
 	return 0;
 }
