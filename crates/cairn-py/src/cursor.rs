@@ -4,8 +4,13 @@
 //! not, in which case `key()`/`value()` return empty bytes as in py-lmdb. In a dupsort
 //! database an entry is one (key, value) pair and the `_dup`/`_nodup` operations move among a
 //! key's values or between keys; elsewhere every key has one value, so `next_dup`/`prev_dup`
-//! find nothing, `next_nodup`/`prev_nodup` are `next`/`prev`, `first_dup`/`last_dup` raise
-//! `IncompatibleError` (LMDB's answer) and `count()` is 1.
+//! find nothing, `next_nodup`/`prev_nodup` are `next`/`prev`, and `first_dup`/`last_dup`/
+//! `count()` raise `IncompatibleError` (LMDB's answer).
+//!
+//! Several cursors of one write transaction: a pair deleted under a cursor (through another
+//! cursor or the transaction) leaves it waiting in the pair's gap, as LMDB's C_DEL does: its
+//! next step forward lands on the pair that followed, its key()/value() read that pair
+//! (`state::Saved::Gone`).
 
 use crate::convert::{arg, bytes_contents, finish, grab, key_arg, Arg, Out};
 use crate::env::PyDatabase;
@@ -157,6 +162,19 @@ impl Cursor {
         at: impl FnOnce(&R) -> Option<(Vec<u8>, Vec<u8>)>,
         f: impl FnOnce(&mut cairn::RwTxn<'static>, cairn::Database, bool) -> PyResult<R>,
     ) -> PyResult<R> {
+        self.write_with(py, false, at, f)
+    }
+
+    /// [`Cursor::write`]; `deletes`: the change may delete pairs, so the other cursors whose
+    /// pair went wait in its gap, and this one goes to the pair `at` names, or (deleted) the
+    /// one that followed it.
+    fn write_with<R>(
+        &self,
+        py: Python<'_>,
+        deletes: bool,
+        at: impl FnOnce(&R) -> Option<(Vec<u8>, Vec<u8>)>,
+        f: impl FnOnce(&mut cairn::RwTxn<'static>, cairn::Database, bool) -> PyResult<R>,
+    ) -> PyResult<R> {
         let mut g = self.lock(py)?;
         let st = g.as_mut().expect("checked");
         let (db, dup) = {
@@ -165,6 +183,15 @@ impl Cursor {
             (sl.db, sl.dup)
         };
         let r = f(st.rw_mut()?, db, dup)?;
+        if deletes {
+            st.after_delete().map_err(errors::map)?;
+            if let Some(pair) = at(&r) {
+                st.slot_mut(self.slot, self.id)?;
+                st.place_after_own_delete(self.slot, pair)
+                    .map_err(errors::map)?;
+            }
+            return Ok(r);
+        }
         if let Some((k, v)) = at(&r) {
             // Parked by `rw_mut`: the engine cursor is rebuilt there on next use.
             let sl = st.slot_mut(self.slot, self.id)?;
@@ -238,6 +265,11 @@ fn move_slot(sl: &mut Slot, s: Step) -> PyResult<bool> {
 /// lock is held: the one its last move returned, or else the engine's answer.
 #[inline]
 fn entry(sl: &mut Slot) -> PyResult<Option<(&'static [u8], &'static [u8])>> {
+    // Read, the pair that followed a deleted one is where the cursor stands (LMDB's
+    // GET_CURRENT clears C_DEL); at the end it keeps waiting there.
+    if sl.valid && sl.gone.is_some() {
+        sl.gone = None;
+    }
     if !sl.valid {
         return Ok(None);
     }
@@ -258,6 +290,11 @@ fn entry(sl: &mut Slot) -> PyResult<Option<(&'static [u8], &'static [u8])>> {
 /// transaction lock is held).
 #[inline]
 fn step_entry(sl: &mut Slot, s: Step) -> PyResult<Option<(&'static [u8], &'static [u8])>> {
+    if sl.gone.is_some() {
+        let pair = sl.gone.take().expect("checked");
+        return gone_step(sl, s, pair);
+    }
+    let was = sl.valid || sl.anchored;
     let c = sl.cur.as_mut().expect("live");
     let r = match s {
         Step::First => c.first(),
@@ -268,6 +305,50 @@ fn step_entry(sl: &mut Slot, s: Step) -> PyResult<Option<(&'static [u8], &'stati
         Step::PrevDup => c.prev_dup(),
         Step::NextNodup => c.next_nodup(),
         Step::PrevNodup => c.prev_nodup(),
+    };
+    let e = r.map_err(errors::map)?;
+    sl.land(e);
+    // LMDB keeps the position of a failed dup step.
+    sl.anchored = e.is_none() && was && matches!(s, Step::NextDup | Step::PrevDup);
+    Ok(e)
+}
+
+/// A step of a cursor waiting in the gap of the deleted `pair` (see `Slot::gone`): forward,
+/// the pair that followed it, without moving (LMDB's C_DEL); backward, from the gap.
+#[cold]
+fn gone_step(
+    sl: &mut Slot,
+    s: Step,
+    (gk, _): crate::state::Pair,
+) -> PyResult<Option<(&'static [u8], &'static [u8])>> {
+    let dup = sl.dup;
+    let c = sl.cur.as_mut().expect("live");
+    let next = if sl.valid { c.current() } else { Ok(None) };
+    let r = match s {
+        Step::First => c.first(),
+        Step::Last => c.last(),
+        Step::Next => next,
+        Step::NextDup => next.map(|e| e.filter(|(k, _)| dup && *k == &gk[..])),
+        Step::NextNodup => match next {
+            Ok(Some((k, _))) if k == &gk[..] => c.next_nodup(),
+            other => other,
+        },
+        // The last pair before the gap: before the one that followed, or the last of all.
+        Step::Prev | Step::PrevDup => {
+            let p = if sl.valid { c.prev() } else { c.last() };
+            if s == Step::PrevDup {
+                p.map(|e| e.filter(|(k, _)| dup && *k == &gk[..]))
+            } else {
+                p
+            }
+        }
+        // The last value of the key before the deleted pair's key.
+        Step::PrevNodup => match c.set_range(&gk) {
+            Ok(Some(_)) => c.prev(),
+            Ok(None) => c.last(),
+            Err(e) => Err(e),
+        }
+        .map(|e| e.filter(|(k, _)| *k < &gk[..])),
     };
     let e = r.map_err(errors::map)?;
     sl.land(e);
@@ -350,11 +431,18 @@ impl Cursor {
         self.seek_dup(py, &key_arg(key)?, &arg(value)?, false)
     }
 
-    /// Number of values of the current key.
+    /// Number of values of the current key (dupsort databases; elsewhere LMDB's answer,
+    /// `IncompatibleError`).
     fn count(&self, py: Python<'_>) -> PyResult<u64> {
         let mut g = self.lock(py)?;
         let sl = self.slot(&mut g)?;
-        if !sl.valid {
+        if !sl.dup {
+            return Err(errors::IncompatibleError::new_err(
+                "count() needs a dupsort database (MDB_INCOMPATIBLE)",
+            ));
+        }
+        sl.gone = None;
+        if !sl.valid && !sl.anchored {
             return Err(errors::InvalidParameterError::new_err(
                 "count() needs a positioned cursor",
             ));
@@ -390,8 +478,9 @@ impl Cursor {
             return Ok(false);
         };
         let at = (k.clone(), v.clone());
-        self.write(
+        self.write_with(
             py,
+            true,
             move |_| Some(at),
             |t, db, dup| {
                 if dup && !dupdata {
@@ -413,8 +502,9 @@ impl Cursor {
     ) -> PyResult<Bound<'py, PyAny>> {
         let k = key_arg(key)?;
         let v = arg(val)?;
-        let old = self.write(
+        let old = self.write_with(
             py,
+            true,
             |_| Some((k.to_vec(), v.to_vec())),
             |t, db, dup| {
                 let old = t.get(db, &k).map_err(errors::map)?.map(<[u8]>::to_vec);
@@ -432,8 +522,9 @@ impl Cursor {
     /// Deletes `key` and returns its value (or None).
     fn pop<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let k = key_arg(key)?;
-        let old = self.write(
+        let old = self.write_with(
             py,
+            true,
             |old: &Option<Vec<u8>>| old.as_ref().map(|v| (k.to_vec(), v.clone())),
             |t, db, dup| {
                 let old = t.get(db, &k).map_err(errors::map)?.map(<[u8]>::to_vec);
@@ -794,7 +885,8 @@ impl Cursor {
     fn dup_edge(&self, py: Python<'_>, first: bool) -> PyResult<bool> {
         let mut g = self.lock(py)?;
         let sl = self.slot(&mut g)?;
-        if !sl.valid {
+        sl.gone = None;
+        if !sl.valid && !sl.anchored {
             return Err(errors::InvalidParameterError::new_err(
                 "the cursor is not positioned",
             ));

@@ -226,11 +226,22 @@ pub(crate) enum Kind {
     Rw(Box<RwTxn<'static>>),
 }
 
+/// A (key, value) pair, owned.
+pub(crate) type Pair = (Vec<u8>, Vec<u8>);
+
 /// Where a parked cursor was: a key, and in a dupsort database the value too.
 #[derive(Clone, Debug)]
 pub(crate) enum Saved {
     Unset,
     At(Vec<u8>, Vec<u8>),
+    /// The pair the cursor stood on was deleted through another cursor or the transaction
+    /// (LMDB's C_DEL): the cursor waits in the gap the pair left, before `succ`, the pair
+    /// that followed it when it went (None: the end). [`TxnState::after_delete`] keeps
+    /// `succ` an existing pair.
+    Gone {
+        pair: Pair,
+        succ: Option<Pair>,
+    },
 }
 
 /// A cursor slot.
@@ -251,6 +262,15 @@ pub(crate) struct Slot {
     pub here: Option<(&'static [u8], &'static [u8])>,
     pub depth: usize,
     pub token: u64,
+    /// Set while the cursor waits in the gap of a pair deleted under it (see
+    /// [`Saved::Gone`]): the deleted pair. The engine cursor then stands on the pair that
+    /// followed it (`valid`) or nowhere (the end): a forward step lands there without moving;
+    /// a backward one moves from the gap. Any other move or read of the entry clears it.
+    pub gone: Option<Pair>,
+    /// A failed `next_dup`/`prev_dup` leaves the engine cursor on the key's last/first value
+    /// while the cursor reports unpositioned, as LMDB keeps its position: `first_dup`,
+    /// `last_dup` and `count` still work from there.
+    pub anchored: bool,
 }
 
 impl Slot {
@@ -259,6 +279,10 @@ impl Slot {
     pub(crate) fn land(&mut self, e: Option<(&'static [u8], &'static [u8])>) -> bool {
         self.here = e;
         self.valid = e.is_some();
+        if self.gone.is_some() {
+            self.gone = None;
+        }
+        self.anchored = false;
         self.valid
     }
 }
@@ -386,12 +410,82 @@ impl TxnState {
         for s in self.cursors.iter_mut().flatten() {
             s.here = None;
             if let Some(c) = s.cur.take() {
-                s.saved = match (s.valid, c.current()) {
-                    (true, Ok(Some((k, v)))) => Saved::At(k.to_vec(), v.to_vec()),
-                    _ => Saved::Unset,
+                let at = match (s.valid || s.anchored, c.current()) {
+                    (true, Ok(Some((k, v)))) => Some((k.to_vec(), v.to_vec())),
+                    _ => None,
+                };
+                s.saved = match (s.gone.take(), at) {
+                    (Some(pair), succ) => Saved::Gone { pair, succ },
+                    (None, Some((k, v))) => Saved::At(k, v),
+                    (None, None) => Saved::Unset,
                 };
             }
         }
+    }
+
+    /// After a change that may have deleted pairs: each parked cursor whose pair is gone
+    /// waits in its gap (LMDB moves no sibling cursor past the pair that followed), and a
+    /// cursor already waiting keeps a `succ` that exists.
+    pub(crate) fn after_delete(&mut self) -> Result<(), cairn::Error> {
+        for i in 0..self.cursors.len() {
+            let Some(s) = self.cursors[i].as_ref().filter(|s| s.cur.is_none()) else {
+                continue;
+            };
+            let new = match &s.saved {
+                Saved::At(k, v) => {
+                    let mut c = self.engine_cursor(s.db)?;
+                    if pair_exists(&mut c, s.dup, k, v)? {
+                        continue;
+                    }
+                    Saved::Gone {
+                        pair: (k.clone(), v.clone()),
+                        succ: first_after(&mut c, s.dup, k, v)?,
+                    }
+                }
+                Saved::Gone {
+                    pair,
+                    succ: Some((k, v)),
+                } => {
+                    let mut c = self.engine_cursor(s.db)?;
+                    if pair_exists(&mut c, s.dup, k, v)? {
+                        continue;
+                    }
+                    Saved::Gone {
+                        pair: pair.clone(),
+                        succ: first_after(&mut c, s.dup, k, v)?,
+                    }
+                }
+                _ => continue,
+            };
+            self.cursors[i].as_mut().expect("checked").saved = new;
+        }
+        Ok(())
+    }
+
+    /// Places slot `i` after its own delete of `pair` (py-lmdb: on the pair that followed,
+    /// from which a step moves on; at the end, waiting as a sibling would).
+    pub(crate) fn place_after_own_delete(
+        &mut self,
+        i: usize,
+        pair: Pair,
+    ) -> Result<(), cairn::Error> {
+        let Some(s) = self.cursors[i].as_ref() else {
+            return Ok(());
+        };
+        let mut c = self.engine_cursor(s.db)?;
+        let saved = if pair_exists(&mut c, s.dup, &pair.0, &pair.1)? {
+            Saved::At(pair.0, pair.1)
+        } else {
+            match first_after(&mut c, s.dup, &pair.0, &pair.1)? {
+                Some((k, v)) => Saved::At(k, v),
+                None => Saved::Gone { pair, succ: None },
+            }
+        };
+        drop(c);
+        let s = self.cursors[i].as_mut().expect("checked");
+        s.cur = None;
+        s.saved = saved;
+        Ok(())
     }
 
     /// The value under `key` as this transaction sees it.
@@ -456,6 +550,8 @@ impl TxnState {
             saved: Saved::Unset,
             valid: false,
             here: None,
+            gone: None,
+            anchored: false,
             depth,
             token,
         };
@@ -508,7 +604,17 @@ impl TxnState {
             s.here = None;
             s.valid = match &s.saved {
                 Saved::Unset => false,
-                Saved::At(k, v) => seek_pair(&mut c, s.dup, k, v).map_err(errors::map)?,
+                // An anchored cursor stands there but reports unpositioned.
+                Saved::At(k, v) => {
+                    seek_pair(&mut c, s.dup, k, v).map_err(errors::map)? && !s.anchored
+                }
+                Saved::Gone { pair, succ } => {
+                    s.gone = Some(pair.clone());
+                    match succ {
+                        Some((k, v)) => seek_pair(&mut c, s.dup, k, v).map_err(errors::map)?,
+                        None => false,
+                    }
+                }
             };
             s.cur = Some(c);
         }
@@ -552,6 +658,37 @@ impl TxnState {
             Ok(())
         }
     }
+}
+
+/// Whether the pair exists (outside dupsort databases: whether the key does).
+fn pair_exists(
+    c: &mut ECursor<'static>,
+    dup: bool,
+    key: &[u8],
+    value: &[u8],
+) -> Result<bool, cairn::Error> {
+    Ok(if dup {
+        c.get_both(key, value)?.is_some()
+    } else {
+        c.set(key)?.is_some()
+    })
+}
+
+/// The first pair after `key`/`value` (outside dupsort databases: after `key`).
+fn first_after(
+    c: &mut ECursor<'static>,
+    dup: bool,
+    key: &[u8],
+    value: &[u8],
+) -> Result<Option<Pair>, cairn::Error> {
+    if !seek_pair(c, dup, key, value)? {
+        return Ok(None);
+    }
+    let e = match c.current()? {
+        Some((k, v)) if k == key && (!dup || v == value) => c.next()?,
+        other => other,
+    };
+    Ok(e.map(|(k, v)| (k.to_vec(), v.to_vec())))
 }
 
 /// Positions `c` at the first entry at or after `key` (in a dupsort database: at or after the

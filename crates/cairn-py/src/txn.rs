@@ -201,12 +201,17 @@ impl Transaction {
         let v = value.map(arg).transpose()?;
         let (dbv, dup) = self.dbv(db)?;
         let mut g = self.state(py)?;
-        let t = g.as_mut().expect("checked").rw_mut()?;
-        match v {
+        let st = g.as_mut().expect("checked");
+        let t = st.rw_mut()?;
+        let done = match v {
             Some(v) if dup && !v.is_empty() => t.delete_pair(dbv, &k, &v),
             _ => t.delete(dbv, &k),
         }
-        .map_err(errors::map)
+        .map_err(errors::map)?;
+        if done {
+            st.after_delete().map_err(errors::map)?;
+        }
+        Ok(done)
     }
 
     pub(crate) fn open_db(
@@ -393,8 +398,12 @@ impl Transaction {
         let h = d.handle()?;
         {
             let mut g = self.state(py)?;
-            let t = g.as_mut().expect("checked").rw_mut()?;
+            let st = g.as_mut().expect("checked");
+            let t = st.rw_mut()?;
             if delete { t.drop_db(h) } else { t.clear_db(h) }.map_err(errors::map)?;
+            if !delete {
+                st.after_delete().map_err(errors::map)?;
+            }
         }
         if delete {
             d.dropped.store(true, Ordering::Relaxed);
@@ -451,6 +460,9 @@ impl Transaction {
                 t.delete(dbv, &k).map_err(errors::map)?;
             }
             t.put(dbv, &k, &v, PutFlags::empty()).map_err(errors::map)?;
+            if dup {
+                st.after_delete().map_err(errors::map)?;
+            }
             old
         };
         match old {
@@ -483,6 +495,7 @@ impl Transaction {
                     None => t.delete(dbv, &k),
                 }
                 .map_err(errors::map)?;
+                st.after_delete().map_err(errors::map)?;
             }
             old
         };

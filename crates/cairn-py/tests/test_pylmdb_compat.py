@@ -53,7 +53,8 @@ def test_finished_transaction_commit_raises(env):
         t.abort()
         with pytest.raises(cairn.Error):
             t.commit()
-    # Ended inside a `with`: leaving the block is a no-op.
+    # Ended inside a `with`: leaving the block is a no-op (py-lmdb's CFFI implementation; its
+    # C one raises there).
     with env.begin(write=True) as t:
         t.put(b"a", b"1")
         t.commit()
@@ -121,8 +122,7 @@ def test_empty_keys_refused(env):
         c = t.cursor()
         t.put(b"a", b"1")
         for f in (lambda: c.set_key(b""), lambda: c.get(b""), lambda: c.put(b"", b"v"),
-                  lambda: c.putmulti([(b"", b"v")]), lambda: c.getmulti([b""]),
-                  lambda: c.set_key_dup(b"", b"1")):
+                  lambda: c.putmulti([(b"", b"v")]), lambda: c.getmulti([b""])):
             with pytest.raises(cairn.BadValsizeError):
                 f()
         # py-lmdb's set_range(b"") starts from the first key.
@@ -161,6 +161,124 @@ def test_copy_from_txn_needs_compact(filled, tmp_path):
 
 
 def test_cffi_private_attributes_for_aio(filled):
+    # py-lmdb's CFFI implementation has them (its C one does not); lmdb.aio's test reads them.
     t = filled.begin()
     c = t.cursor()
     assert t._pyenv is filled and c._pytxn is t and c._pydb is c.db
+
+
+# Several cursors of one write transaction (issue 19, item 6): LMDB's answers, checked
+# against py-lmdb 2.3.0.
+
+
+def _abcde(env):
+    t = env.begin(write=True)
+    for k in (b"a", b"b", b"c", b"d", b"e"):
+        t.put(k, b"v")
+    return t
+
+
+def test_sibling_cursor_waits_in_the_gap_of_a_deleted_pair(env):
+    t = _abcde(env)
+    c1, c2 = t.cursor(), t.cursor()
+    it = c1.iternext(values=False)
+    assert next(it) == b"a" and next(it) == b"b"
+    assert c2.set_key(b"b") and c2.delete()
+    assert next(it) == b"c"  # not skipped
+    assert next(it) == b"d"
+    c1.set_key(b"c")
+    t.delete(b"c")
+    assert c1.next() and c1.key() == b"d"
+    c1.set_key(b"d")
+    t.delete(b"d")
+    assert c1.prev() and c1.key() == b"a"
+    # Reading the key ends the wait: the next step moves on.
+    c1.set_key(b"a")
+    t.delete(b"a")
+    assert c1.key() == b"e" and not c1.next()
+    t.abort()
+
+
+def test_deleting_cursor_moves_on_and_waits_at_the_end(env):
+    t = _abcde(env)
+    c, c2 = t.cursor(), t.cursor()
+    assert c.set_key(b"b") and c.delete()
+    assert c.key() == b"c" and c.next() and c.key() == b"d"
+    assert c2.set_key(b"e")
+    t.delete(b"e")
+    t.put(b"f", b"v")
+    assert c2.key() == b"" and not c2.next()
+    t.abort()
+
+
+def test_reput_key_stays_behind_the_waiting_cursor(env):
+    t = _abcde(env)
+    c = t.cursor()
+    assert c.set_key(b"b")
+    t.delete(b"b")
+    t.put(b"b", b"w")
+    assert c.key() == b"c"
+    t.abort()
+
+
+def test_delete_through_txn_while_iterating(env):
+    with env.begin(write=True) as t:
+        keys = [b"%06x" % i for i in range(2000)]
+        for k in keys:
+            t.put(k, b"x" * 100)
+        deleted = 0
+        for k in t.cursor().iternext(values=False):
+            assert t.delete(k)
+            deleted += 1
+        assert deleted == len(keys)
+
+
+def test_dup_siblings_and_nodup_after_delete_put(env):
+    db = env.open_db(b"d", dupsort=True)
+    t = env.begin(write=True, db=db)
+    for v in (b"a", b"b", b"c", b"d"):
+        t.put(b"k", v)
+    c, c2 = t.cursor(), t.cursor()
+    assert c.set_key_dup(b"k", b"c") and c2.set_key_dup(b"k", b"c") and c.delete()
+    assert c2.next_dup() and c2.item() == (b"k", b"d")
+    assert c.set_key_dup(b"k", b"b") and c2.set_key_dup(b"k", b"b") and c.delete()
+    assert c2.prev_dup() and c2.item() == (b"k", b"a")
+    # py-lmdb issue 388: the re-inserted key is not "previous" / "next".
+    c.set_key(b"k")
+    c.last()
+    t.delete(b"k")
+    t.put(b"k", b"1")
+    assert not c.prev_nodup()
+    c.first()
+    t.delete(b"k")
+    t.put(b"k", b"1")
+    t.put(b"k", b"2")
+    assert not c.next_nodup()
+    t.abort()
+
+
+def test_failed_dup_step_keeps_position(env):
+    db = env.open_db(b"d", dupsort=True)
+    with env.begin(write=True, db=db) as t:
+        for v in (b"1", b"2", b"3"):
+            t.put(b"k", v)
+    with env.begin(db=db) as t:
+        c = t.cursor()
+        assert c.set_key(b"k")
+        while c.next_dup():
+            pass
+        assert c.key() == b""  # unpositioned, as py-lmdb reports
+        assert c.count() == 3
+        assert c.last_dup() and c.value() == b"3"
+        vals = [c.value()]
+        while c.prev_dup():
+            vals.append(c.value())
+        assert vals == [b"3", b"2", b"1"]
+        assert c.first_dup() and c.value() == b"1"
+
+
+def test_count_outside_dupsort_is_incompatible(filled):
+    c = filled.begin().cursor()
+    assert c.first()
+    with pytest.raises(cairn.IncompatibleError):
+        c.count()
