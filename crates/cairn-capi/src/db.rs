@@ -54,7 +54,7 @@ pub unsafe extern "C" fn mdb_dbi_open(
         tri!(env_static(t.menv()));
         if let Some(n) = name {
             let names = t.menv().names.lock().unwrap_or_else(|p| p.into_inner());
-            if !names.iter().any(|x| x == n) && names.len() as u32 >= t.menv().maxdbs {
+            if !names.iter().any(|(x, _)| x == n) && names.len() as u32 >= t.menv().maxdbs {
                 return MDB_DBS_FULL;
             }
         }
@@ -76,8 +76,8 @@ pub unsafe extern "C" fn mdb_dbi_open(
         let db = trc!(r);
         if let Some(n) = name {
             let mut names = t.menv().names.lock().unwrap_or_else(|p| p.into_inner());
-            if !names.iter().any(|x| x == n) {
-                names.push(n.to_string());
+            if !names.iter().any(|(x, _)| x == n) {
+                names.push((n.to_string(), c_dbi(db)));
             }
         }
         t.forget_cached(c_dbi(db));

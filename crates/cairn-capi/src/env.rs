@@ -53,8 +53,9 @@ pub struct MDB_env {
     userctx: *mut c_void,
     /// Indexed by `MDB_dbi`.
     pub(crate) dbis: Mutex<Vec<Option<Dbi>>>,
-    /// Names of the named databases opened, for LMDB's MDB_DBS_FULL count.
-    pub(crate) names: Mutex<Vec<String>>,
+    /// The named databases' handles open (name, handle), for LMDB's MDB_DBS_FULL count: a
+    /// handle closed (mdb_dbi_close, mdb_drop, its transaction's abort) frees its place.
+    pub(crate) names: Mutex<Vec<(String, MDB_dbi)>>,
     /// The thread of each read transaction that is reset (mdb_txn_reset) and not yet renewed
     /// or ended. LMDB's keeps its reader slot, which mdb_reader_list shows with "-" for a
     /// txnid; the engine's snapshot has ended, so this layer lists them (txn.rs).
@@ -106,14 +107,22 @@ impl MDB_env {
     /// that aborts or is reset).
     pub(crate) fn settle_dbis(&self, from: usize, to: Option<usize>) {
         let mut g = self.dbis.lock().unwrap_or_else(|p| p.into_inner());
-        for s in g.iter_mut() {
+        let mut closed = Vec::new();
+        for (i, s) in g.iter_mut().enumerate() {
             match (s.as_mut(), to) {
                 (Some(d), Some(o)) if d.owner == from => d.owner = o,
-                (Some(d), None) if d.owner == from => *s = None,
+                (Some(d), None) if d.owner == from => {
+                    *s = None;
+                    closed.push(i as MDB_dbi);
+                }
                 _ => {}
             }
         }
         self.dbi_gen.fetch_add(1, Ordering::Release);
+        drop(g);
+        if !closed.is_empty() {
+            self.forget_names(|d| closed.contains(&d));
+        }
     }
 
     pub(crate) fn update_dbi(&self, dbi: MDB_dbi, f: impl FnOnce(&mut Dbi)) -> Result<(), c_int> {
@@ -134,6 +143,13 @@ impl MDB_env {
             *s = None;
         }
         self.dbi_gen.fetch_add(1, Ordering::Release);
+        self.forget_names(|d| d == dbi);
+    }
+
+    /// Frees the places of the handles `closed` picks in the MDB_DBS_FULL count.
+    fn forget_names(&self, closed: impl Fn(MDB_dbi) -> bool) {
+        let mut n = self.names.lock().unwrap_or_else(|p| p.into_inner());
+        n.retain(|&(_, d)| !closed(d));
     }
 
     /// Counts a new transaction handle (a recycled one is counted already).
@@ -299,7 +315,10 @@ pub unsafe extern "C" fn mdb_env_open(
             sync_bytes = b;
         }
         let o = Env::options()
-            .max_dbs(e.maxdbs.max(1))
+            // LMDB limits the named handles open at once, which mdb_dbi_open counts itself
+            // (`names`); the engine's limit, on the databases a file holds and on the handles
+            // an Env ever opened, would refuse what LMDB allows.
+            .max_dbs(u32::MAX)
             .max_readers(e.maxreaders)
             .read_only(flags & MDB_RDONLY != 0)
             .no_subdir(nosubdir)

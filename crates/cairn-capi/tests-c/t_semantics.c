@@ -5,7 +5,8 @@
  * MDB_MAP_FULL, the open succeeds); without DUPSORT mdb_cursor_count is MDB_INCOMPATIBLE
  * and MDB_NEXT_DUP / MDB_PREV_DUP step to the next / previous key; a copy onto an existing
  * file is EEXIST; a handle opened by a transaction is private to it until it commits, and
- * closed if it aborts; mdb_reader_list lists a reset read transaction with "-" for its
+ * closed if it aborts, which frees its place in the count of mdb_env_set_maxdbs as
+ * mdb_dbi_close does; mdb_reader_list lists a reset read transaction with "-" for its
  * txnid until it is renewed or ends. */
 #include "check.h"
 
@@ -227,6 +228,25 @@ static void private_handles(void) {
 	CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &r));
 	EXPECT(mdb_get(r, z, &k, &out), EINVAL);
 	mdb_txn_abort(r);
+
+	/* the handles open count against mdb_env_set_maxdbs, the closed ones no more */
+	MDB_env *one = open_env("t_semantics_maxdbs", 0, 1);
+	MDB_dbi a, b;
+	CHECK(mdb_txn_begin(one, NULL, 0, &w));
+	CHECK(mdb_dbi_open(w, "a", MDB_CREATE, &a));
+	mdb_txn_abort(w);
+	CHECK(mdb_txn_begin(one, NULL, 0, &w));
+	CHECK(mdb_dbi_open(w, "b", MDB_CREATE, &b));
+	CHECK(mdb_txn_commit(w));
+	CHECK(mdb_txn_begin(one, NULL, 0, &w));
+	EXPECT(mdb_dbi_open(w, "a", MDB_CREATE, &a), MDB_DBS_FULL);
+	CHECK(mdb_dbi_open(w, "b", 0, &b));
+	mdb_txn_abort(w);
+	mdb_dbi_close(one, b);
+	CHECK(mdb_txn_begin(one, NULL, 0, &w));
+	CHECK(mdb_dbi_open(w, "a", MDB_CREATE, &a));
+	CHECK(mdb_txn_commit(w));
+	mdb_env_close(one);
 
 	/* a read transaction's handle: private until it commits too (a handle new to this
 	 * environment handle: "x" is open in the last one) */
