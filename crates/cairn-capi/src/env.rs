@@ -301,8 +301,13 @@ pub unsafe extern "C" fn mdb_env_open(
         let p = os_path(cpath);
         let nosubdir = flags & MDB_NOSUBDIR != 0;
         if !nosubdir && !p.is_dir() {
-            // LMDB does not create the directory.
-            return libc::ENOENT;
+            // LMDB does not create the directory; a file there is ENOTDIR, as LMDB finds
+            // opening the lock file inside it.
+            return if p.exists() {
+                libc::ENOTDIR
+            } else {
+                libc::ENOENT
+            };
         }
         let data = if nosubdir {
             p.clone()

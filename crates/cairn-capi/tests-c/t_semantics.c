@@ -7,7 +7,8 @@
  * file is EEXIST; a handle opened by a transaction is private to it until it commits, and
  * closed if it aborts, which frees its place in the count of mdb_env_set_maxdbs as
  * mdb_dbi_close does; mdb_reader_list lists a reset read transaction with "-" for its
- * txnid until it is renewed or ends. */
+ * txnid until it is renewed or ends; a path that is not a directory is ENOENT when missing,
+ * ENOTDIR when a file. */
 #include "check.h"
 
 static void empty_keys(void) {
@@ -315,6 +316,23 @@ static void reset_readers(void) {
 	mdb_env_close(env);
 }
 
+static void paths(void) {
+	MDB_env *env;
+	char f[4200];
+	snprintf(f, sizeof f, "%s/file", fresh_dir("t_semantics_paths"));
+	FILE *fp = fopen(f, "w");
+	TRUE(fp != NULL);
+	fputs("x", fp);
+	fclose(fp);
+	CHECK(mdb_env_create(&env));
+	EXPECT(mdb_env_open(env, f, 0, 0644), ENOTDIR);
+	mdb_env_close(env);
+	strcat(f, "-missing");
+	CHECK(mdb_env_create(&env));
+	EXPECT(mdb_env_open(env, f, 0, 0644), ENOENT);
+	mdb_env_close(env);
+}
+
 int main(void) {
 	empty_keys();
 	txn_ids();
@@ -322,6 +340,7 @@ int main(void) {
 	single_values();
 	private_handles();
 	reset_readers();
+	paths();
 	printf("t_semantics: ok\n");
 	return 0;
 }
