@@ -40,7 +40,7 @@ pub(crate) enum Step {
 }
 
 /// A cursor over one database of one transaction.
-#[pyclass(frozen, module = "cairn", name = "Cursor")]
+#[pyclass(frozen, weakref, module = "cairn", name = "Cursor")]
 pub struct Cursor {
     shared: Arc<crate::state::TxnShared>,
     slot: usize,

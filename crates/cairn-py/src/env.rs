@@ -19,6 +19,9 @@ use std::sync::{Arc, Mutex};
 /// Address space reserved per environment: `set_mapsize` can raise the limit up to this.
 const RESERVE: u64 = 64 << 30;
 
+/// The smallest `map_size` honoured: a new environment's first page.
+const MIN_MAP_SIZE: u64 = 4096;
+
 /// Paths open in this process.
 static OPEN_PATHS: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
 
@@ -37,7 +40,7 @@ struct EnvFlags {
 }
 
 /// A database handle, as returned by `Environment.open_db`.
-#[pyclass(frozen, module = "cairn", name = "_Database")]
+#[pyclass(frozen, weakref, module = "cairn", name = "_Database")]
 pub struct PyDatabase {
     pub(crate) db: Database,
     pub(crate) name: Option<Vec<u8>>,
@@ -201,7 +204,6 @@ impl Environment {
         max_spare_txns: u32,
         lock: bool,
     ) -> PyResult<Environment> {
-        let _ = max_spare_txns; // Cairn's read transactions cost no allocation to reuse.
         let path = fs_path(path)?;
         let data = if subdir {
             path.join("data.cairn")
@@ -222,8 +224,8 @@ impl Environment {
                 )));
             }
             use std::os::unix::fs::DirBuilderExt;
+            // Only the last component, as py-lmdb (a missing parent is an error).
             std::fs::DirBuilder::new()
-                .recursive(true)
                 .mode(mode)
                 .create(&path)
                 .map_err(|e| errors::DiskError::new_err(format!("{}: {e}", path.display())))?;
@@ -259,6 +261,9 @@ impl Environment {
                 Durability::Lazy
             });
         if let Some(m) = map_size {
+            // LMDB raises a map size below what the file needs to that minimum (its writes
+            // then fail with MapFullError); a new Cairn file needs one page.
+            let m = m.max(MIN_MAP_SIZE);
             opts = opts.max_size(Some(m)).map_reserve(RESERVE.max(m));
         }
         let opened = py.detach(|| opts.open(&path));
@@ -290,6 +295,9 @@ impl Environment {
                 env: Arc::new(env),
                 txns: Mutex::new(Vec::new()),
                 writer: Default::default(),
+                max_spare: max_spare_txns,
+                spare: Default::default(),
+                held: Default::default(),
             }))),
             readonly,
             flags: EnvFlags {
@@ -518,7 +526,23 @@ impl Environment {
     /// every process sharing the environment.
     fn readers(&self) -> PyResult<String> {
         let core = self.core()?;
-        let readers = core.env.readers();
+        // Idle slots of this process: as many as py-lmdb's spare transactions (see
+        // `EnvCore::spare`).
+        let me = std::process::id();
+        let spare = core.spare.load(Ordering::Relaxed) + core.held.load(Ordering::Relaxed);
+        let mut idle = 0u32;
+        let readers: Vec<_> = core
+            .env
+            .readers()
+            .into_iter()
+            .filter(|r| {
+                if r.txnid != 0 || r.pid != me {
+                    return true;
+                }
+                idle += 1;
+                idle <= spare
+            })
+            .collect();
         if readers.is_empty() {
             return Ok("(no active readers)\n".into());
         }

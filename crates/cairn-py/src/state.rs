@@ -51,9 +51,36 @@ pub(crate) struct EnvCore {
     pub txns: Mutex<Vec<Weak<TxnShared>>>,
     /// `thread_tag()` of the thread that began the open top-level write transaction, or 0.
     pub writer: AtomicU64,
+    /// py-lmdb's `max_spare_txns`.
+    pub max_spare: u32,
+    /// How many ended read transactions py-lmdb would keep as spares now (at most
+    /// `max_spare`; a new read transaction takes one). The engine keeps its idle reader slots
+    /// itself: `readers()` lists `spare + held` of this process's idle slots, as py-lmdb
+    /// lists the slots of its spare transactions and of the ended ones not yet freed.
+    pub spare: std::sync::atomic::AtomicU32,
+    /// Read transactions ended whose object is still alive (py-lmdb frees a read
+    /// transaction's slot, or keeps it as a spare, only when the object goes).
+    pub held: std::sync::atomic::AtomicU32,
 }
 
 impl EnvCore {
+    /// A read transaction began: it takes a spare if there is one.
+    pub(crate) fn take_spare(&self) {
+        let _ = self
+            .spare
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
+
+    /// A read transaction ended: it becomes a spare if there is room.
+    pub(crate) fn give_spare(&self) {
+        let max = self.max_spare;
+        let _ = self
+            .spare
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < max).then_some(n + 1)
+            });
+    }
+
     pub(crate) fn track(&self, t: &Arc<TxnShared>) {
         let mut g = lock(&self.txns);
         if g.len() >= 64 && g.len().is_power_of_two() {
@@ -164,6 +191,19 @@ pub(crate) struct TxnShared {
     pub write: bool,
     pub buffers: bool,
     pub core: Arc<EnvCore>,
+    /// The process that began the transaction.
+    pub pid: u32,
+    /// Set when a read transaction ended (see `EnvCore::held`).
+    pub ended_read: std::sync::atomic::AtomicBool,
+}
+
+impl Drop for TxnShared {
+    fn drop(&mut self) {
+        if self.ended_read.load(Ordering::Relaxed) {
+            self.core.held.fetch_sub(1, Ordering::Relaxed);
+            self.core.give_spare();
+        }
+    }
 }
 
 impl TxnShared {
@@ -174,6 +214,22 @@ impl TxnShared {
         let Some(mut st) = st else {
             return Ok(());
         };
+        if std::process::id() != self.pid {
+            // A forked child ending a transaction it inherited: the reader slot and the writer
+            // lock are the parent's, so nothing is released (py-lmdb's fork detection).
+            std::mem::forget(st);
+            return if commit {
+                Err(errors::Error::new_err(
+                    "the transaction belongs to the parent process (inherited across fork)",
+                ))
+            } else {
+                Ok(())
+            };
+        }
+        if !self.write {
+            self.core.held.fetch_add(1, Ordering::Relaxed);
+            self.ended_read.store(true, Ordering::Relaxed);
+        }
         st.cursors.clear();
         st.tokens.clear();
         while let Some(n) = st.levels.pop() {

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 /// A transaction. Use it as a context manager (commit on success, abort on an exception) or
 /// call `commit`/`abort`; dropping it unfinished aborts it.
-#[pyclass(frozen, module = "cairn", name = "Transaction")]
+#[pyclass(frozen, weakref, module = "cairn", name = "Transaction")]
 pub struct Transaction {
     pub(crate) shared: Arc<TxnShared>,
     pub(crate) depth: usize,
@@ -90,7 +90,9 @@ impl Transaction {
             core.writer.store(thread_tag(), Ordering::Release);
             st
         } else {
-            TxnState::new_ro(core.env.clone()).map_err(errors::map)?
+            let st = TxnState::new_ro(core.env.clone()).map_err(errors::map)?;
+            core.take_spare();
+            st
         };
         let token = st.tokens[0];
         let shared = Arc::new(TxnShared {
@@ -99,6 +101,8 @@ impl Transaction {
             write,
             buffers,
             core: core.clone(),
+            pid: std::process::id(),
+            ended_read: Default::default(),
         });
         core.track(&shared);
         if e.is_closed() {

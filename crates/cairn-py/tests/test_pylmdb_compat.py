@@ -282,3 +282,72 @@ def test_count_outside_dupsort_is_incompatible(filled):
     assert c.first()
     with pytest.raises(cairn.IncompatibleError):
         c.count()
+
+
+def test_weakrefs_to_transaction_and_database(env):
+    # py-lmdb: Transaction (and Environment); Cairn also allows them to _Database and Cursor.
+    t = env.begin()
+    db = env.open_db(b"d")
+    refs = [weakref.ref(o) for o in (t, db)]
+    assert [r() for r in refs] == [t, db]
+
+
+def test_open_creates_only_the_last_directory(tmp_path):
+    with pytest.raises(Exception):
+        cairn.open(str(tmp_path / "missing" / "e"))
+    assert not (tmp_path / "missing").exists()
+    cairn.open(str(tmp_path / "e")).close()
+
+
+def test_map_size_below_a_page_is_raised(tmp_path):
+    env = cairn.open(str(tmp_path / "e"), map_size=10)
+    with pytest.raises(cairn.MapFullError):
+        with env.begin(write=True) as t:
+            t.put(b"a", b"a" * 10000)
+    env.close()
+
+
+def _reader_lines(env):
+    return env.readers().count("\n") - 1
+
+
+def test_max_spare_txns_counts_as_pylmdb(tmp_path):
+    env = cairn.open(str(tmp_path / "a"), max_spare_txns=0)
+    assert env.readers() == "(no active readers)\n"
+    t1, t2 = env.begin(), env.begin()
+    assert _reader_lines(env) == 2
+    t1.abort()
+    del t1
+    assert _reader_lines(env) == 1
+    t2.abort()
+    del t2
+    assert env.readers() == "(no active readers)\n"
+    env.close()
+    env = cairn.open(str(tmp_path / "b"), max_spare_txns=1)
+    t1, t2 = env.begin(), env.begin()
+    t1.abort()
+    del t1
+    assert _reader_lines(env) == 2  # one live, one spare
+    t2.abort()
+    assert _reader_lines(env) == 2  # an ended one's slot goes with its object
+    del t2
+    assert _reader_lines(env) == 1  # one spare
+    t3 = env.begin()
+    assert _reader_lines(env) == 1  # the spare, taken
+    t3.abort()
+    env.close()
+
+
+def test_forked_child_leaves_parents_reader(env):
+    with env.begin(write=True) as t:
+        t.put(b"a", b"1")
+    txn = env.begin()
+    before = env.readers()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            del txn
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    assert env.readers() == before and txn.get(b"a") == b"1"
