@@ -59,11 +59,12 @@ type Guard<'a> = StateGuard<'a>;
 impl Cursor {
     pub(crate) fn open(txn: &Bound<'_, Transaction>, db: Py<PyDatabase>) -> PyResult<Cursor> {
         let t = txn.get();
+        let h = db.get().handle(txn.py(), &t.shared)?;
         let (slot, id) = {
             let mut g = t.state(txn.py())?;
             g.as_mut()
                 .expect("checked")
-                .open_cursor(db.get().handle()?, db.get().dup(), t.depth, t.token)
+                .open_cursor(h, db.get().dup(), t.depth, t.token)
                 .map_err(errors::map)?
         };
         Ok(Cursor {

@@ -48,6 +48,11 @@ pub struct PyDatabase {
     /// Set by `Transaction.drop(db, delete=True)`: the handle is closed, and using it raises
     /// `InvalidParameterError` (LMDB's EINVAL for a closed handle).
     pub(crate) dropped: std::sync::atomic::AtomicBool,
+    /// The transaction (`TxnShared` address) the handle was opened in with `txn=`, while it
+    /// may still be open: LMDB makes such a handle valid in other transactions only once that
+    /// one ended (before, they get EINVAL: `InvalidParameterError`). 0: none.
+    owner: std::sync::atomic::AtomicUsize,
+    owner_ref: Mutex<std::sync::Weak<crate::state::TxnShared>>,
 }
 
 impl PyDatabase {
@@ -57,15 +62,36 @@ impl PyDatabase {
         self.flags.contains(DbFlags::DUP_SORT)
     }
 
-    /// The engine handle, unless `Transaction.drop(delete=True)` closed it.
+    /// The engine handle for use in transaction `txn`, unless `Transaction.drop(delete=True)`
+    /// closed it or it was opened in another transaction still open.
     #[inline]
-    pub(crate) fn handle(&self) -> PyResult<Database> {
+    pub(crate) fn handle(
+        &self,
+        py: Python<'_>,
+        txn: &Arc<crate::state::TxnShared>,
+    ) -> PyResult<Database> {
         if self.dropped.load(Ordering::Relaxed) {
             return Err(errors::InvalidParameterError::new_err(
                 "the database was dropped: its handle is closed",
             ));
         }
+        let o = self.owner.load(Ordering::Relaxed);
+        if o != 0 && o != Arc::as_ptr(txn) as usize {
+            self.check_owner(py)?;
+        }
         Ok(self.db)
+    }
+
+    #[cold]
+    fn check_owner(&self, py: Python<'_>) -> PyResult<()> {
+        let owner = lock(&self.owner_ref).upgrade();
+        if owner.is_some_and(|t| t.state.lock(py).is_some()) {
+            return Err(errors::InvalidParameterError::new_err(
+                "the database was opened in another transaction that has not ended yet",
+            ));
+        }
+        self.owner.store(0, Ordering::Relaxed);
+        Ok(())
     }
 }
 
@@ -288,6 +314,8 @@ impl Environment {
                 name: None,
                 flags: DbFlags::empty(),
                 dropped: Default::default(),
+                owner: Default::default(),
+                owner_ref: Mutex::new(std::sync::Weak::new()),
             },
         )?;
         Ok(Environment {
@@ -422,6 +450,7 @@ impl Environment {
         } else {
             flags
         };
+        let opener = txn.as_ref().map(|t| t.get().shared.clone());
         let db = match txn {
             Some(t) => t.get().open_db(t.py(), &name, want)?,
             None if self.readonly || !create => {
@@ -439,8 +468,15 @@ impl Environment {
                 name: Some(name_bytes.clone()),
                 flags: stored.unwrap_or(flags),
                 dropped: Default::default(),
+                owner: Default::default(),
+                owner_ref: Mutex::new(std::sync::Weak::new()),
             },
         )?;
+        if let Some(t) = opener {
+            let d = h.get();
+            d.owner.store(Arc::as_ptr(&t) as usize, Ordering::Relaxed);
+            *lock(&d.owner_ref) = Arc::downgrade(&t);
+        }
         lock(&self.dbs).insert(name_bytes, h.clone_ref(py));
         Ok(h)
     }

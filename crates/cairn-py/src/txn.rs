@@ -135,10 +135,14 @@ impl Transaction {
 
     /// The database to use and whether it keeps sorted duplicates.
     #[inline]
-    fn dbv(&self, db: Option<&Bound<'_, PyDatabase>>) -> PyResult<(Database, bool)> {
+    fn dbv(
+        &self,
+        py: Python<'_>,
+        db: Option<&Bound<'_, PyDatabase>>,
+    ) -> PyResult<(Database, bool)> {
         match db {
-            Some(d) => Ok((d.get().handle()?, d.get().dup())),
-            None => Ok((self.db.get().handle()?, self.dup)),
+            Some(d) => Ok((d.get().handle(py, &self.shared)?, d.get().dup())),
+            None => Ok((self.db.get().handle(py, &self.shared)?, self.dup)),
         }
     }
 
@@ -152,7 +156,7 @@ impl Transaction {
         db: Option<&Bound<'py, PyDatabase>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let k = key_arg(key)?;
-        let (dbv, _) = self.dbv(db)?;
+        let (dbv, _) = self.dbv(py, db)?;
         let out = {
             let g = self.state(py)?;
             let st = g.as_ref().expect("checked");
@@ -181,7 +185,7 @@ impl Transaction {
         let (dupdata, overwrite, append) = flags;
         let k = key_arg(key)?;
         let v = arg(value)?;
-        let (dbv, dup) = self.dbv(db)?;
+        let (dbv, dup) = self.dbv(py, db)?;
         let mut g = self.state(py)?;
         let t = g.as_mut().expect("checked").rw_mut()?;
         put_result(t.put(
@@ -203,7 +207,7 @@ impl Transaction {
     ) -> PyResult<bool> {
         let k = key_arg(key)?;
         let v = value.map(arg).transpose()?;
-        let (dbv, dup) = self.dbv(db)?;
+        let (dbv, dup) = self.dbv(py, db)?;
         let mut g = self.state(py)?;
         let st = g.as_mut().expect("checked");
         let t = st.rw_mut()?;
@@ -389,7 +393,7 @@ impl Transaction {
     ) -> PyResult<Bound<'py, PyDict>> {
         let s = {
             let g = self.state(py)?;
-            g.as_ref().expect("checked").stat(self.dbv(db)?.0)
+            g.as_ref().expect("checked").stat(self.dbv(py, db)?.0)
         }
         .map_err(errors::map)?;
         stat_dict(py, &s)
@@ -399,7 +403,7 @@ impl Transaction {
     #[pyo3(signature = (db, delete=true))]
     fn drop(&self, py: Python<'_>, db: &Bound<'_, PyDatabase>, delete: bool) -> PyResult<()> {
         let d = db.get();
-        let h = d.handle()?;
+        let h = d.handle(py, &self.shared)?;
         {
             let mut g = self.state(py)?;
             let st = g.as_mut().expect("checked");
@@ -450,7 +454,7 @@ impl Transaction {
     ) -> PyResult<Bound<'py, PyAny>> {
         let k = key_arg(key)?;
         let v = arg(value)?;
-        let (dbv, dup) = self.dbv(db)?;
+        let (dbv, dup) = self.dbv(py, db)?;
         let old = {
             let mut g = self.state(py)?;
             let st = g.as_mut().expect("checked");
@@ -484,7 +488,7 @@ impl Transaction {
         db: Option<&Bound<'py, PyDatabase>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let k = key_arg(key)?;
-        let (dbv, dup) = self.dbv(db)?;
+        let (dbv, dup) = self.dbv(py, db)?;
         let old = {
             let mut g = self.state(py)?;
             let st = g.as_mut().expect("checked");

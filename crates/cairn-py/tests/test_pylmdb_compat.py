@@ -351,3 +351,22 @@ def test_forked_child_leaves_parents_reader(env):
             os._exit(0)
     os.waitpid(pid, 0)
     assert env.readers() == before and txn.get(b"a") == b"1"
+
+
+def test_handle_opened_in_an_open_txn_is_its_own_until_it_ends(tmp_path):
+    p = str(tmp_path / "e")
+    env = cairn.open(p, max_dbs=4)
+    env.open_db(b"db", dupsort=True)
+    env.close()
+    env = cairn.open(p, max_dbs=4, readonly=True)
+    t1 = env.begin()
+    db = env.open_db(b"db", dupsort=True, txn=t1)
+    t2 = env.begin()
+    assert t1.cursor(db=db).first() is False
+    with pytest.raises(cairn.InvalidParameterError):
+        t2.cursor(db=db)
+    with pytest.raises(cairn.InvalidParameterError):
+        t2.get(b"k", db=db)
+    t1.abort()
+    assert env.begin().get(b"k", db=db) is None
+    env.close()
