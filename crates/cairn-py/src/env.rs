@@ -302,6 +302,16 @@ impl Environment {
                 return Err(errors::map(e));
             }
         };
+        if map_size.is_some() {
+            // As LMDB at open: a map_size below the data already there is raised to it (only
+            // growth by another process afterwards is MapResizedError; see check_map_size).
+            if let Ok(i) = env.info() {
+                let used = (i.last_pgno + 1) * i.page_size as u64;
+                if i.max_size.is_some_and(|m| m < used) {
+                    let _ = env.set_max_size(Some(used));
+                }
+            }
+        }
         if !existed && !readonly {
             use std::os::unix::fs::PermissionsExt;
             // py-lmdb creates files with `mode` less the execute bits.
@@ -451,6 +461,9 @@ impl Environment {
             flags
         };
         let opener = txn.as_ref().map(|t| t.get().shared.clone());
+        if txn.is_none() {
+            self.check_map_size(py)?;
+        }
         let db = match txn {
             Some(t) => t.get().open_db(t.py(), &name, want)?,
             None if self.readonly || !create => {
@@ -610,6 +623,14 @@ impl Environment {
         // As py-lmdb: the environment's open (read) transactions and their cursors end; using
         // them afterwards raises.
         abort_all(py, &core);
+        // 0: LMDB's "adopt the size the environment has now" (after MapResizedError).
+        let map_size = if map_size == 0 {
+            let env = core.env.clone();
+            let i = py.detach(move || env.info()).map_err(errors::map)?;
+            ((i.last_pgno + 1) * i.page_size as u64).max(i.file_size)
+        } else {
+            map_size
+        };
         core.env
             .set_max_size(Some(map_size))
             .map_err(|e| errors::MapResizedError::new_err(e.to_string()))
@@ -710,6 +731,27 @@ impl Environment {
 
     fn __repr__(&self) -> String {
         format!("<cairn.Environment {:?}>", self.path)
+    }
+}
+
+impl Environment {
+    /// LMDB's MDB_MAP_RESIZED, which `open_db` reports: another process grew the data past
+    /// this handle's `map_size`. Cairn reads such a file all the same; the error tells a
+    /// py-lmdb program what it expects (it then calls `set_mapsize(0)` to adopt the size).
+    fn check_map_size(&self, py: Python<'_>) -> PyResult<()> {
+        let core = self.core()?;
+        let env = core.env.clone();
+        let i = py.detach(move || env.info()).map_err(errors::map)?;
+        match i.max_size {
+            Some(limit) if (i.last_pgno + 1) * i.page_size as u64 > limit => {
+                Err(errors::MapResizedError::new_err(format!(
+                    "another process grew the environment to {} bytes, past this handle's \
+                     map_size of {limit}: call set_mapsize(0) to adopt its size",
+                    (i.last_pgno + 1) * i.page_size as u64
+                )))
+            }
+            _ => Ok(()),
+        }
     }
 }
 

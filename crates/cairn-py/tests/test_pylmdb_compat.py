@@ -370,3 +370,32 @@ def test_handle_opened_in_an_open_txn_is_its_own_until_it_ends(tmp_path):
     t1.abort()
     assert env.begin().get(b"k", db=db) is None
     env.close()
+
+
+def test_open_db_after_another_process_grew_the_map(tmp_path):
+    import subprocess
+    import sys
+
+    p = str(tmp_path / "e")
+    cairn.open(p, max_dbs=4, map_size=1 << 16).close()
+    env = cairn.open(p, max_dbs=4, map_size=1 << 16, readonly=True)
+    grow = (
+        "import %s as cairn\n"
+        "with cairn.open(%r, max_dbs=4, map_size=1 << 20) as e:\n"
+        "    with e.begin(write=True) as t:\n"
+        "        for i in range(3000):\n"
+        "            t.put(b'%%06d' %% i, b'x' * 100)\n" % (cairn.__name__, p)
+    )
+    subprocess.run([sys.executable, "-c", grow], check=True)
+    with pytest.raises(cairn.MapResizedError):
+        env.open_db(b"foo", create=False)
+    env.set_mapsize(0)  # adopts the size the environment has now
+    with pytest.raises(cairn.NotFoundError):
+        env.open_db(b"foo", create=False)
+    assert env.begin().get(b"000001") == b"x" * 100
+    env.close()
+    # A map_size below the data already there at open is raised to it (no error).
+    env = cairn.open(p, max_dbs=4, map_size=1 << 16, readonly=True)
+    with pytest.raises(cairn.NotFoundError):
+        env.open_db(b"foo", create=False)
+    env.close()
