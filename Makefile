@@ -38,9 +38,13 @@ lmdb-utils:
 # programs built against Debian's liblmdb and against Cairn must print the same; Debian's
 # python3-lmdb and postfix's postmap run on Cairn's library through LD_LIBRARY_PATH.
 CAPI_PKGS := liblmdb-dev python3-lmdb postfix-lmdb valgrind pkg-config gcc
+# CAPI_PROFILE: the Cargo profile of the library staged, tested and installed: Cargo.toml's
+# [profile.release-capi] (fat LTO, no debug info, panic=abort; docs/capi.md, "Size and build
+# profile"). `make bench-capi CAPI_PROFILE=release` measures a release build instead.
+CAPI_PROFILE ?= release-capi
 capi:
-	$(CARGO) build -p cairn-capi --release
-	$(MAKE) -C crates/cairn-capi/tests-c stage
+	$(CARGO) build -p cairn-capi --profile $(CAPI_PROFILE)
+	$(MAKE) -C crates/cairn-capi/tests-c stage PROFILE=$(CAPI_PROFILE)
 
 capi-deps:
 	@missing=; for p in $(CAPI_PKGS); do \
