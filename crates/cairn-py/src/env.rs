@@ -19,6 +19,16 @@ use std::sync::{Arc, Mutex};
 /// Address space reserved per environment: `set_mapsize` can raise the limit up to this.
 const RESERVE: u64 = 64 << 30;
 
+/// The names the data file of an environment directory may have: LMDB's, which the engine
+/// is taking (issue 19, item 2), and Cairn's own until then. The face uses whichever the
+/// engine wrote, so it follows the engine's choice without a change here.
+const DATA_NAMES: [&str; 2] = ["data.mdb", "data.cairn"];
+
+/// The data file in environment directory `dir`, if there is one.
+fn data_file(dir: &Path) -> Option<PathBuf> {
+    DATA_NAMES.iter().map(|n| dir.join(n)).find(|p| p.is_file())
+}
+
 /// The smallest `map_size` honoured: a new environment's first page.
 const MIN_MAP_SIZE: u64 = 4096;
 
@@ -231,10 +241,12 @@ impl Environment {
         lock: bool,
     ) -> PyResult<Environment> {
         let path = fs_path(path)?;
-        let data = if subdir {
-            path.join("data.cairn")
-        } else {
-            path.clone()
+        let data = |path: &Path| {
+            if subdir {
+                data_file(path)
+            } else {
+                Some(path.to_path_buf()).filter(|p| p.exists())
+            }
         };
         if subdir && path.exists() && !path.is_dir() {
             return Err(errors::Error::new_err(format!(
@@ -275,7 +287,7 @@ impl Environment {
                 )));
             }
         }
-        let existed = data.exists();
+        let existed = data(&path).is_some();
         let mut opts = Env::options()
             .max_readers(max_readers)
             .max_dbs(max_dbs)
@@ -315,7 +327,10 @@ impl Environment {
         if !existed && !readonly {
             use std::os::unix::fs::PermissionsExt;
             // py-lmdb creates files with `mode` less the execute bits.
-            let _ = std::fs::set_permissions(&data, std::fs::Permissions::from_mode(mode & 0o666));
+            if let Some(data) = data(&path) {
+                let _ =
+                    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(mode & 0o666));
+            }
         }
         let main = Py::new(
             py,
@@ -671,7 +686,11 @@ impl Environment {
                     dest.display()
                 )));
             }
-            dest.join("data.cairn")
+            // The name the engine gave this environment's own data file.
+            let name = data_file(Path::new(&self.path))
+                .and_then(|p| p.file_name().map(|n| n.to_os_string()))
+                .unwrap_or_else(|| DATA_NAMES[1].into());
+            dest.join(name)
         } else {
             dest
         };
