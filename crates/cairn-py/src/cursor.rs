@@ -3,9 +3,9 @@
 //! A cursor is a slot of its transaction's [`TxnState`]; it stands on an entry (`valid`) or
 //! not, in which case `key()`/`value()` return empty bytes as in py-lmdb. In a dupsort
 //! database an entry is one (key, value) pair and the `_dup`/`_nodup` operations move among a
-//! key's values or between keys; elsewhere every key has one value, so `next_dup`/`prev_dup`
-//! find nothing, `next_nodup`/`prev_nodup` are `next`/`prev`, and `first_dup`/`last_dup`/
-//! `count()` raise `IncompatibleError` (LMDB's answer).
+//! key's values or between keys; elsewhere LMDB's answers: `next_dup`/`prev_dup` and
+//! `next_nodup`/`prev_nodup` are `next`/`prev`, and `first_dup`/`last_dup`/`count()`/
+//! `set_key_dup`/`set_range_dup` raise `IncompatibleError`.
 //!
 //! Several cursors of one write transaction: a pair deleted under a cursor (through another
 //! cursor or the transaction) leaves it waiting in the pair's gap, as LMDB's C_DEL does: its
@@ -291,6 +291,13 @@ fn entry(sl: &mut Slot) -> PyResult<Option<(&'static [u8], &'static [u8])>> {
 /// transaction lock is held).
 #[inline]
 fn step_entry(sl: &mut Slot, s: Step) -> PyResult<Option<(&'static [u8], &'static [u8])>> {
+    // Outside dupsort databases LMDB's NEXT_DUP/PREV_DUP are NEXT/PREV (every key is its
+    // own run of one value, and the step goes on to the next run).
+    let s = match s {
+        Step::NextDup if !sl.dup => Step::Next,
+        Step::PrevDup if !sl.dup => Step::Prev,
+        s => s,
+    };
     if sl.gone.is_some() {
         let pair = sl.gone.take().expect("checked");
         return gone_step(sl, s, pair);
@@ -312,6 +319,14 @@ fn step_entry(sl: &mut Slot, s: Step) -> PyResult<Option<(&'static [u8], &'stati
     // LMDB keeps the position of a failed dup step.
     sl.anchored = e.is_none() && was && matches!(s, Step::NextDup | Step::PrevDup);
     Ok(e)
+}
+
+/// Reports the cursor unpositioned while its engine cursor keeps its place (see
+/// `Slot::anchored`).
+fn unposition(sl: &mut Slot) {
+    let anchored = sl.valid || sl.anchored;
+    sl.land(None);
+    sl.anchored = anchored;
 }
 
 /// A step of a cursor waiting in the gap of the deleted `pair` (see `Slot::gone`): forward,
@@ -893,7 +908,9 @@ impl Cursor {
             ));
         }
         if !sl.dup {
-            // LMDB's answer (MDB_INCOMPATIBLE) outside dupsort databases.
+            // LMDB's answer (MDB_INCOMPATIBLE) outside dupsort databases; py-lmdb's cursor
+            // then reports unpositioned, LMDB's keeps its place.
+            unposition(sl);
             return Err(errors::IncompatibleError::new_err(
                 "first_dup/last_dup need a dupsort database",
             ));
@@ -906,6 +923,13 @@ impl Cursor {
     fn seek_dup(&self, py: Python<'_>, key: &[u8], value: &[u8], exact: bool) -> PyResult<bool> {
         let mut g = self.lock(py)?;
         let sl = self.slot(&mut g)?;
+        if !sl.dup {
+            // LMDB's GET_BOTH / GET_BOTH_RANGE outside dupsort databases: MDB_INCOMPATIBLE.
+            unposition(sl);
+            return Err(errors::IncompatibleError::new_err(
+                "set_key_dup/set_range_dup need a dupsort database",
+            ));
+        }
         let c = sl.cur.as_mut().expect("live");
         let r = if exact {
             c.get_both(key, value)
