@@ -688,6 +688,25 @@ impl Cursor {
     fn __iter__(slf: &Bound<'_, Self>) -> PyResult<Iter> {
         Cursor::iternext(slf, true, true)
     }
+
+    /// (key, value) items from the first key at or after `key` forward, or with
+    /// `reverse=True` from there (past the last key: from the last) backward; an empty `key`
+    /// forward starts at the first key. py-lmdb's helper for centidb, kept for programs that
+    /// use it.
+    fn _iter_from(slf: &Bound<'_, Self>, key: &Bound<'_, PyAny>, reverse: bool) -> PyResult<Iter> {
+        let (py, c) = (slf.py(), slf.get());
+        let k = arg(key)?;
+        let found = if k.is_empty() && !reverse {
+            c.step(py, Step::First)?
+        } else {
+            c.seek(py, &k, false)?
+        };
+        if reverse && !found {
+            c.step(py, Step::Last)?;
+        }
+        let step = if reverse { Step::Prev } else { Step::Next };
+        Cursor::iter(slf, step, true, true)
+    }
 }
 
 /// What `putmulti` passes to `put` and `putmulti_*`: dupdata, overwrite, append.

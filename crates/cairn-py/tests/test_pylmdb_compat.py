@@ -399,3 +399,12 @@ def test_open_db_after_another_process_grew_the_map(tmp_path):
     with pytest.raises(cairn.NotFoundError):
         env.open_db(b"foo", create=False)
     env.close()
+
+
+def test_iter_from(filled):
+    c = filled.begin().cursor()
+    assert [k for k, _ in c._iter_from(b"k7", False)] == [b"k7", b"k8", b"k9"]
+    assert [k for k, _ in c._iter_from(b"", False)][:2] == [b"k0", b"k1"]
+    assert [k for k, _ in c._iter_from(b"k2", True)] == [b"k2", b"k1", b"k0"]
+    assert [k for k, _ in c._iter_from(b"z", True)][:2] == [b"k9", b"k8"]
+    assert list(c._iter_from(b"z", False)) == []

@@ -7,8 +7,12 @@ methods, keyword arguments and exception classes. Differences a user can observe
 - ``buffers=True`` memoryviews are released when their transaction ends, so using one
   afterwards raises ``ValueError`` instead of reading memory that may have changed.
 - Named databases live in a catalog of their own, not as keys of the main database.
-- ``writemap``, ``meminit``, ``map_async``, ``readahead``, ``max_spare_txns`` and ``lock``
-  are accepted and reported by ``Environment.flags()`` but change nothing.
+- ``writemap``, ``meminit``, ``map_async``, ``readahead`` and ``lock`` are accepted and
+  reported by ``Environment.flags()`` but change nothing; ``max_spare_txns`` sets how many of
+  this process's idle reader slots ``readers()`` lists, as py-lmdb lists its spare
+  transactions (the engine keeps idle slots of its own).
+- ``MapResizedError`` is raised by ``open_db`` only (LMDB: by any transaction's begin) when
+  another process grew the data past this handle's ``map_size``.
 """
 
 from ._cairn import (
