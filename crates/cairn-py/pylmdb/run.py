@@ -19,6 +19,7 @@ does not fail the run; a few of py-lmdb's tests race threads or processes on pur
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -189,6 +190,7 @@ def main():
         % (len(passed), len(failed) - len(unexpected), len(unexpected), len(now_pass), len(skipped),
            ", %d flaky" % len(flaky) if flaky else "")
     )
+    shutil.rmtree(work, ignore_errors=True)
     if unexpected or now_pass or missing:
         sys.exit(1)
 
