@@ -303,7 +303,16 @@ fn step_entry(sl: &mut Slot, s: Step) -> PyResult<Option<(&'static [u8], &'stati
         return gone_step(sl, s, pair);
     }
     let was = sl.valid || sl.anchored;
+    let here = sl.here;
     let c = sl.cur.as_mut().expect("live");
+    // Where a plain step starts, to stay there if it fails (below).
+    let from = match (was, s) {
+        (true, Step::Next | Step::Prev | Step::NextNodup | Step::PrevNodup) => match here {
+            Some(e) => Some(e),
+            None => c.current().map_err(errors::map)?,
+        },
+        _ => None,
+    };
     let r = match s {
         Step::First => c.first(),
         Step::Last => c.last(),
@@ -316,8 +325,18 @@ fn step_entry(sl: &mut Slot, s: Step) -> PyResult<Option<(&'static [u8], &'stati
     };
     let e = r.map_err(errors::map)?;
     sl.land(e);
-    // LMDB keeps the position of a failed dup step.
-    sl.anchored = e.is_none() && was && matches!(s, Step::NextDup | Step::PrevDup);
+    if e.is_none() && was {
+        // LMDB keeps the position of a failed step (py-lmdb then reports the cursor
+        // unpositioned): stepping on from there moves from the edge, not from the far end.
+        sl.anchored = match (s, from) {
+            (Step::NextDup | Step::PrevDup, _) => true,
+            (_, Some((k, v))) => {
+                let c = sl.cur.as_mut().expect("live");
+                crate::state::seek_pair(c, sl.dup, k, v).map_err(errors::map)?
+            }
+            _ => false,
+        };
+    }
     Ok(e)
 }
 

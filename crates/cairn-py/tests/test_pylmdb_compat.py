@@ -408,3 +408,15 @@ def test_iter_from(filled):
     assert [k for k, _ in c._iter_from(b"k2", True)] == [b"k2", b"k1", b"k0"]
     assert [k for k, _ in c._iter_from(b"z", True)][:2] == [b"k9", b"k8"]
     assert list(c._iter_from(b"z", False)) == []
+
+
+def test_failed_step_stays_at_the_edge(filled):
+    # LMDB keeps the cursor where a step failed; py-lmdb reports it unpositioned, and the
+    # next step moves from that edge (not around from the other end).
+    c = filled.begin().cursor()
+    assert c.last() and not c.next() and c.key() == b""
+    assert not c.next()
+    assert c.last() and not c.next() and c.prev() and c.key() == b"k8"
+    assert c.first() and not c.prev() and not c.prev()
+    assert c.first() and not c.prev() and c.next() and c.key() == b"k1"
+    assert c.first() and not c.prev_nodup() and c.next() and c.key() == b"k1"
