@@ -15,10 +15,11 @@
 use crate::alloc::{self, Run};
 use crate::btree::dups::Form;
 use crate::btree::{cursor::Position, PageSource, MAX_DEPTH};
-use crate::env::EnvInner;
 use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, KeyCmp};
-use crate::txn::Snapshot;
+use crate::snapshot::Snapshot;
+use crate::state::EnvInner;
+use crate::txn::RoTxn;
 use std::cmp::Ordering;
 
 /// What the checker found.
@@ -37,6 +38,13 @@ pub struct Report {
     /// What could not be checked and why (not problems): databases kept in a user-supplied
     /// order that the handle running the check has not set.
     pub notes: Vec<String>,
+}
+
+impl RoTxn<'_> {
+    /// Walks the whole snapshot and checks every invariant (see [`crate::check`]).
+    pub fn check(&self) -> Result<Report> {
+        check(self.snapshot(), &self.env().inner)
+    }
 }
 
 impl Report {
@@ -459,7 +467,7 @@ pub(crate) fn check(src: &Snapshot<'_>, env: &EnvInner) -> Result<Report> {
         w.database(env, name, env.lookup_db(name), rec);
     }
     // Commit-list pages of this commit.
-    for pg in crate::env::list_pages(src.storage, m)? {
+    for pg in crate::recover::list_pages(src.storage, m)? {
         w.mark(pg, 1, "commit list");
     }
     // Free runs.

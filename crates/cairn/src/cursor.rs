@@ -4,9 +4,68 @@ use crate::btree::{dupcursor::DupPos, dups, PageSource};
 use crate::db::{Database, DbFlags, PutFlags};
 use crate::error::{Error, Result};
 use crate::format::{DbRecord, KeyCmp, Leaf, Page};
-use crate::txn::RwTxn;
+use crate::txn::{RoTxn, RwTxn};
 use std::cmp::Ordering;
 use std::ops::Bound;
+
+impl RoTxn<'_> {
+    /// A cursor over a database.
+    pub fn cursor(&self, db: Database) -> Result<Cursor<'_>> {
+        let (rec, cmp) = self.db(db)?;
+        let mut c = Cursor::new(self.snapshot(), rec, cmp);
+        c.custom_dup_order(&self.env().inner, db, &rec)?;
+        Ok(c)
+    }
+
+    /// Iterates over all entries in key order (`.rev()` for descending order).
+    pub fn iter(&self, db: Database) -> Result<Iter<'_>> {
+        let (rec, cmp) = self.db(db)?;
+        Iter::new(self.snapshot(), rec, cmp, ..)?.custom_dup_order(&self.env().inner, db)
+    }
+
+    /// Iterates over the entries whose keys fall in `range`.
+    pub fn range<'k, R: std::ops::RangeBounds<&'k [u8]>>(
+        &self,
+        db: Database,
+        range: R,
+    ) -> Result<Iter<'_>> {
+        let (rec, cmp) = self.db(db)?;
+        Iter::new(self.snapshot(), rec, cmp, range)?.custom_dup_order(&self.env().inner, db)
+    }
+}
+
+impl<'env> RwTxn<'env> {
+    /// A read cursor over a database as this transaction sees it.
+    pub fn cursor(&self, db: Database) -> Result<Cursor<'_>> {
+        let (rec, cmp) = self.db_ro(db)?;
+        let mut c = Cursor::new(self, rec, cmp);
+        c.custom_dup_order(&self.env.inner, db, &rec)?;
+        Ok(c)
+    }
+
+    /// A cursor that can also write at its position.
+    pub fn cursor_mut(&mut self, db: Database) -> Result<CursorMut<'_, 'env>> {
+        // Positioning needs no guard; the cursor's writes go through put and delete.
+        self.db_state_for(db, false)?;
+        Ok(CursorMut::new(self, db))
+    }
+
+    /// Iterates over all entries in key order (`.rev()` for descending order).
+    pub fn iter(&self, db: Database) -> Result<Iter<'_>> {
+        let (rec, cmp) = self.db_ro(db)?;
+        Iter::new(self, rec, cmp, ..)?.custom_dup_order(&self.env.inner, db)
+    }
+
+    /// Iterates over the entries whose keys fall in `range`.
+    pub fn range<'k, R: std::ops::RangeBounds<&'k [u8]>>(
+        &self,
+        db: Database,
+        range: R,
+    ) -> Result<Iter<'_>> {
+        let (rec, cmp) = self.db_ro(db)?;
+        Iter::new(self, rec, cmp, range)?.custom_dup_order(&self.env.inner, db)
+    }
+}
 
 type Entry<'t> = Option<(&'t [u8], &'t [u8])>;
 
@@ -48,7 +107,7 @@ impl<'t> Cursor<'t> {
     /// Takes the database's user-supplied value order, if it has one (Env::set_dup_order).
     pub(crate) fn custom_dup_order(
         &mut self,
-        env: &crate::env::EnvInner,
+        env: &crate::state::EnvInner,
         db: Database,
         rec: &DbRecord,
     ) -> Result<()> {
@@ -220,7 +279,7 @@ impl<'t> Iter<'t> {
     /// the two ends compare pairs to find where they meet.
     pub(crate) fn custom_dup_order(
         mut self,
-        env: &crate::env::EnvInner,
+        env: &crate::state::EnvInner,
         db: Database,
     ) -> Result<Iter<'t>> {
         if let Some(v) = env.dup_order_of(db, &self.rec)? {

@@ -125,31 +125,6 @@ impl Shared {
         self.w(f::LW_MAGIC).store(f::LOCK_MAGIC, Ordering::SeqCst);
     }
 
-    /// Checks the header of a region initialised by another handle: magic, version, table
-    /// size (returned).
-    pub fn validate_header(map: &Map) -> Result<usize> {
-        let a = map.atomics();
-        if a.len() < f::LOCK_HEADER / 8 || a[f::LW_MAGIC].load(Ordering::SeqCst) != f::LOCK_MAGIC {
-            return Err(Error::LockFile(
-                "the lock file is not initialised (or not Cairn's)".into(),
-            ));
-        }
-        let v = a[f::LW_VERSION].load(Ordering::Relaxed);
-        if v != f::LOCK_VERSION {
-            return Err(Error::LockFile(format!(
-                "lock file format {v}, this build uses {}",
-                f::LOCK_VERSION
-            )));
-        }
-        let max = a[f::LW_MAX_READERS].load(Ordering::Relaxed);
-        if max == 0 || max > 1 << 20 {
-            return Err(Error::LockFile(format!(
-                "lock file reader table of {max} slots"
-            )));
-        }
-        Ok(max as usize)
-    }
-
     /// Makes `meta` the current commit (writer only, under the writer lock).
     pub fn publish(&self, meta: &Meta) {
         let bytes = meta.encode();

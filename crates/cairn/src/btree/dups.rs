@@ -593,7 +593,7 @@ fn drop_subtree<W: PageWriter + ?Sized>(
     rec: &mut DbRecord,
     sub: &DbRecord,
 ) -> Result<()> {
-    crate::db::free_subtree(w, sub)?;
+    super::free::free_subtree(w, sub)?;
     add_pages(rec, sub, &DbRecord::default());
     Ok(())
 }

@@ -13,6 +13,7 @@ pub mod cursor;
 pub mod delete;
 pub mod dupcursor;
 pub mod dups;
+pub mod free;
 pub mod insert;
 pub mod packed;
 pub mod search;

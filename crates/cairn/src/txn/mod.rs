@@ -11,141 +11,18 @@
 
 use crate::alloc::FreeState;
 use crate::btree::{self, PageSource, PageWriter};
-use crate::db::{Database, DbFlags, DbView, PutFlags, Stat};
-use crate::env::{Env, WriterState};
+use crate::catalog::{catalog_lookup, catalog_names};
+
+mod commit;
+mod dup;
+use crate::db::{Database, DbFlags, PutFlags, Stat};
 use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, KeyCmp, Meta};
-use crate::os::MapPages;
-use crate::storage::Storage;
+use crate::pagebuf::PageBuf;
+use crate::pageset::PageMap;
+use crate::snapshot::Snapshot;
+use crate::state::{DbView, Env, WriterState};
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
-/// A hasher for page numbers (they are already well spread; SipHash would dominate lookups).
-#[derive(Default)]
-pub(crate) struct PgnoHasher(u64);
-impl Hasher for PgnoHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (n ^ (n >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-pub(crate) type PageMap<V> = HashMap<u64, V, BuildHasherDefault<PgnoHasher>>;
-
-/// The bytes of a dirty page (or overflow run): a heap buffer, written into the file with
-/// pwrite at commit; or, in a lazy environment that writes in place (`EnvOptions::
-/// map_writes`), the page itself in the writable map, sealed where it lies at commit.
-pub(crate) enum PageBuf {
-    Heap(Box<[u8]>),
-    Map(MapPages),
-}
-
-impl std::ops::Deref for PageBuf {
-    type Target = [u8];
-    #[inline(always)]
-    fn deref(&self) -> &[u8] {
-        match self {
-            PageBuf::Heap(b) => b,
-            PageBuf::Map(m) => m,
-        }
-    }
-}
-
-impl std::ops::DerefMut for PageBuf {
-    #[inline(always)]
-    fn deref_mut(&mut self) -> &mut [u8] {
-        match self {
-            PageBuf::Heap(b) => b,
-            PageBuf::Map(m) => m,
-        }
-    }
-}
-
-/// A committed snapshot over a storage: the read side of every transaction.
-pub(crate) struct Snapshot<'a> {
-    pub storage: &'a dyn Storage,
-    pub meta: Meta,
-    /// Bytes `[0, npages * page_size)` of the storage, taken once (None if the storage was
-    /// shorter then: every read then checks the length itself, and fails). A view, not a
-    /// slice: it also spans free pages, which a writer may be writing in place.
-    pub view: Option<crate::os::MapView<'a>>,
-    /// The storage's verified-page table, looked up once (every page read consults it).
-    verified: &'a crate::storage::VerifiedPages,
-}
-
-impl<'a> Snapshot<'a> {
-    pub(crate) fn new(storage: &'a dyn Storage, meta: Meta) -> Snapshot<'a> {
-        let len = meta
-            .npages
-            .checked_mul(u64::from(meta.page_size))
-            .and_then(|l| usize::try_from(l).ok());
-        let view = len.and_then(|l| storage.view(0, l).ok());
-        Snapshot {
-            storage,
-            meta,
-            view,
-            verified: storage.verified(),
-        }
-    }
-}
-
-impl PageSource for Snapshot<'_> {
-    #[inline]
-    fn page_size(&self) -> usize {
-        self.meta.page_size as usize
-    }
-    #[inline]
-    fn page(&self, pgno: u64) -> Result<&[u8]> {
-        if pgno >= self.meta.npages || pgno == 0 {
-            return Err(Error::corrupted(format!(
-                "page {pgno} outside the snapshot"
-            )));
-        }
-        let ps = self.meta.page_size as usize;
-        if let Some(v) = self.view {
-            // pgno < npages: within the view.
-            let off = pgno as usize * ps;
-            let b = v.slice(off, ps);
-            return crate::storage::checked_pages(
-                self.verified,
-                b,
-                off as u64,
-                pgno,
-                1,
-                self.meta.txnid,
-            );
-        }
-        crate::storage::read_pages(self.storage, ps, pgno, 1, self.meta.txnid)
-    }
-    fn pages(&self, pgno: u64, span: u64) -> Result<&[u8]> {
-        if pgno == 0 || pgno.checked_add(span).is_none_or(|e| e > self.meta.npages) {
-            return Err(Error::corrupted(format!(
-                "pages {pgno}+{span} outside the snapshot"
-            )));
-        }
-        let ps = self.meta.page_size as usize;
-        crate::storage::read_pages(self.storage, ps, pgno, span, self.meta.txnid)
-    }
-}
-
-/// Looks up a named database's record in a catalog.
-pub(crate) fn catalog_lookup<S: PageSource + ?Sized>(
-    src: &S,
-    catalog: &DbRecord,
-    name: &str,
-) -> Result<Option<DbRecord>> {
-    match btree::search::get(src, catalog, &KeyCmp::Bytes, name.as_bytes())? {
-        Some(v) => Ok(Some(DbRecord::decode(v)?)),
-        None => Ok(None),
-    }
-}
 
 /// A read-only transaction: one consistent snapshot for its whole life. `Send`, so it can move
 /// between threads; dropping it ends it.
@@ -166,7 +43,7 @@ impl<'env> RoTxn<'env> {
         let (slot, meta) = env
             .inner
             .shared
-            .begin_read(&|t| crate::env::meta_from_file(storage, t))?;
+            .begin_read(&|t| crate::recover::meta_from_file(storage, t))?;
         Ok(RoTxn {
             env,
             snap: Snapshot::new(&*env.inner.storage, meta),
@@ -259,43 +136,9 @@ impl<'env> RoTxn<'env> {
         Ok(Stat::of(&rec, self.snap.meta.page_size))
     }
 
-    /// A cursor over a database.
-    pub fn cursor(&self, db: Database) -> Result<crate::Cursor<'_>> {
-        let (rec, cmp) = self.db(db)?;
-        let mut c = crate::Cursor::new(&self.snap, rec, cmp);
-        c.custom_dup_order(&self.env.inner, db, &rec)?;
-        Ok(c)
-    }
-
-    /// Iterates over all entries in key order (`.rev()` for descending order).
-    pub fn iter(&self, db: Database) -> Result<crate::Iter<'_>> {
-        let (rec, cmp) = self.db(db)?;
-        crate::Iter::new(&self.snap, rec, cmp, ..)?.custom_dup_order(&self.env.inner, db)
-    }
-
-    /// Iterates over the entries whose keys fall in `range`.
-    pub fn range<'k, R: std::ops::RangeBounds<&'k [u8]>>(
-        &self,
-        db: Database,
-        range: R,
-    ) -> Result<crate::Iter<'_>> {
-        let (rec, cmp) = self.db(db)?;
-        crate::Iter::new(&self.snap, rec, cmp, range)?.custom_dup_order(&self.env.inner, db)
-    }
-
     /// The names of the named databases, in order.
     pub fn db_names(&self) -> Result<Vec<String>> {
-        crate::db::catalog_names(&self.snap, &self.snap.meta.catalog)
-    }
-
-    /// Walks the whole snapshot and checks every invariant (see [`crate::check`]).
-    pub fn check(&self) -> Result<crate::check::Report> {
-        crate::check::check(&self.snap, &self.env.inner)
-    }
-
-    /// Writes a copy of this snapshot to `path` (a new data file; see [`Env::copy_to`]).
-    pub fn copy_to_file(&self, path: &std::path::Path, compact: bool) -> Result<()> {
-        crate::copy::copy(self, path, compact)
+        catalog_names(&self.snap, &self.snap.meta.catalog)
     }
 
     pub(crate) fn env(&self) -> &'env Env {
@@ -501,7 +344,7 @@ impl<'env> RwTxn<'env> {
     }
 
     /// `db_state` (the order check only with `guard`), plus the database's flags.
-    fn db_state_for(
+    pub(crate) fn db_state_for(
         &mut self,
         db: Database,
         guard: bool,
@@ -731,7 +574,7 @@ impl<'env> RwTxn<'env> {
     /// Opens a named database, creating it if `flags` contains [`DbFlags::CREATE`].
     pub fn create_db(&mut self, name: Option<&str>, flags: DbFlags) -> Result<Database> {
         let persistent = flags.persistent();
-        crate::txn_dup::check_db_flags(persistent)?;
+        dup::check_db_flags(persistent)?;
         let Some(name) = name else {
             let cur = self.dbs[0].as_ref().expect("main").rec;
             if cur.root == 0
@@ -788,7 +631,7 @@ impl<'env> RwTxn<'env> {
                 Ok(db)
             }
             None if flags.contains(DbFlags::CREATE) => {
-                let count = crate::db::catalog_names(self, &self.catalog)?.len() as u32;
+                let count = catalog_names(self, &self.catalog)?.len() as u32;
                 if count >= self.env.inner.opts.max_dbs {
                     return Err(Error::DbsFull {
                         max: self.env.inner.opts.max_dbs,
@@ -827,7 +670,7 @@ impl<'env> RwTxn<'env> {
     pub fn clear_db(&mut self, db: Database) -> Result<()> {
         // Emptying needs no order: allowed whatever order the database is kept in.
         let (idx, rec, _, _) = self.db_state_for(db, false)?;
-        crate::db::free_tree(self, &rec)?;
+        btree::free::free_tree(self, &rec)?;
         let empty = DbRecord {
             flags: rec.flags,
             ..Default::default()
@@ -852,40 +695,9 @@ impl<'env> RwTxn<'env> {
         Ok(Stat::of(&rec, self.base.page_size))
     }
 
-    /// A read cursor over a database as this transaction sees it.
-    pub fn cursor(&self, db: Database) -> Result<crate::Cursor<'_>> {
-        let (rec, cmp) = self.db_ro(db)?;
-        let mut c = crate::Cursor::new(self, rec, cmp);
-        c.custom_dup_order(&self.env.inner, db, &rec)?;
-        Ok(c)
-    }
-
-    /// A cursor that can also write at its position.
-    pub fn cursor_mut(&mut self, db: Database) -> Result<crate::CursorMut<'_, 'env>> {
-        // Positioning needs no guard; the cursor's writes go through put and delete.
-        self.db_state_for(db, false)?;
-        Ok(crate::CursorMut::new(self, db))
-    }
-
-    /// Iterates over all entries in key order (`.rev()` for descending order).
-    pub fn iter(&self, db: Database) -> Result<crate::Iter<'_>> {
-        let (rec, cmp) = self.db_ro(db)?;
-        crate::Iter::new(self, rec, cmp, ..)?.custom_dup_order(&self.env.inner, db)
-    }
-
-    /// Iterates over the entries whose keys fall in `range`.
-    pub fn range<'k, R: std::ops::RangeBounds<&'k [u8]>>(
-        &self,
-        db: Database,
-        range: R,
-    ) -> Result<crate::Iter<'_>> {
-        let (rec, cmp) = self.db_ro(db)?;
-        crate::Iter::new(self, rec, cmp, range)?.custom_dup_order(&self.env.inner, db)
-    }
-
     /// The names of the named databases as this transaction sees them.
     pub fn db_names(&self) -> Result<Vec<String>> {
-        crate::db::catalog_names(self, &self.catalog)
+        catalog_names(self, &self.catalog)
     }
 
     /// Begins a nested transaction: its changes join this one on `commit`, or vanish alone.

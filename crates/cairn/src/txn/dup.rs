@@ -3,7 +3,6 @@
 //! `RwTxn::put` and `RwTxn::delete` route DUP_SORT databases here too.
 
 use crate::btree::dups::{self, DupPut};
-use crate::cursor_dup::DupIter;
 use crate::db::{Database, DbFlags, PutFlags};
 use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, KeyCmp};
@@ -57,30 +56,6 @@ impl RoTxn<'_> {
         let (rec, cmp) = self.db(db)?;
         dups::count(self.snapshot(), &rec, &cmp, key)
     }
-
-    /// Iterates over the values of `key` in value order (`.rev()` for descending order);
-    /// empty if the key is absent.
-    ///
-    /// ```
-    /// use cairn::{DbFlags, Env, PutFlags};
-    /// let dir = tempfile::tempdir()?;
-    /// let env = Env::open(dir.path())?;
-    /// let mut w = env.write_txn()?;
-    /// let tags = w.create_db(Some("tags"), DbFlags::CREATE | DbFlags::DUP_SORT)?;
-    /// for t in ["rust", "db", "mmap"] {
-    ///     w.put(tags, b"post1", t.as_bytes(), PutFlags::empty())?;
-    /// }
-    /// w.commit()?;
-    /// let r = env.read_txn()?;
-    /// assert_eq!(r.count(tags, b"post1")?, 3);
-    /// let vals: Vec<&[u8]> = r.iter_dup(tags, b"post1")?.collect::<cairn::Result<_>>()?;
-    /// assert_eq!(vals, [&b"db"[..], b"mmap", b"rust"]);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn iter_dup(&self, db: Database, key: &[u8]) -> Result<DupIter<'_>> {
-        let (rec, cmp) = self.db(db)?;
-        DupIter::new(self.snapshot(), rec, &cmp, key)
-    }
 }
 
 impl RwTxn<'_> {
@@ -88,12 +63,6 @@ impl RwTxn<'_> {
     pub fn count(&self, db: Database, key: &[u8]) -> Result<u64> {
         let (rec, cmp) = self.db_ro(db)?;
         dups::count(self, &rec, &cmp, key)
-    }
-
-    /// Iterates over the values of `key` as this transaction sees them.
-    pub fn iter_dup(&self, db: Database, key: &[u8]) -> Result<DupIter<'_>> {
-        let (rec, cmp) = self.db_ro(db)?;
-        DupIter::new(self, rec, &cmp, key)
     }
 
     pub(crate) fn put_dup(

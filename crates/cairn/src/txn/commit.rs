@@ -13,10 +13,12 @@
 
 use crate::alloc::run_key;
 use crate::btree::{self, PageWriter};
-use crate::env::{verify_commit, Durability};
 use crate::error::{Error, Result};
 use crate::format::{self, KeyCmp, Meta, WrittenRun, META_INLINE_RUNS, META_SLOTS, SECTOR};
-use crate::txn::{PageBuf, RwTxn};
+use crate::options::Durability;
+use crate::pagebuf::PageBuf;
+use crate::recover::verify_commit;
+use crate::txn::RwTxn;
 use std::sync::atomic::Ordering;
 
 const MAX_ROUNDS: usize = 1000;
@@ -74,7 +76,7 @@ impl RwTxn<'_> {
         self.save_catalog().map_err(soft)?;
         // The previous commit's list pages are no longer needed once this one is written.
         let base = self.base.clone();
-        for pg in crate::env::list_pages(&*self.env.inner.storage, &base).map_err(soft)? {
+        for pg in crate::recover::list_pages(&*self.env.inner.storage, &base).map_err(soft)? {
             self.free(pg, 1).map_err(soft)?;
         }
         // Give tail space back.
@@ -197,7 +199,7 @@ impl RwTxn<'_> {
         // Dropping the transaction hands the writer state back; nothing is left to undo.
         let pool = &mut ws.pool;
         for (_, buf) in self.dirty.drain() {
-            if let crate::txn::PageBuf::Heap(buf) = buf {
+            if let PageBuf::Heap(buf) = buf {
                 if buf.len() == ps as usize && pool.len() < 1024 {
                     pool.push(buf);
                 }
