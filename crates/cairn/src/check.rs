@@ -1,7 +1,7 @@
 //! The checker: walks every page of a snapshot and verifies every invariant: each page's
 //! checksum, number and writer; key order inside pages and against the separators above them;
 //! uniform depth; the counts in every database record; every sorted-duplicates value set
-//! (order, uniqueness, counts, and the form its size calls for: see `btree/dups.rs`); and that
+//! (order, uniqueness, counts, and the form its size calls for: see `btree/dup.rs`); and that
 //! every page below the high-water mark, sub-tree pages included, is reachable exactly once or
 //! free.
 //!
@@ -13,7 +13,7 @@
 //! report's `notes` say what was left out. Such a file is never reported as corrupted for it.
 
 use crate::alloc::{self, Run};
-use crate::btree::dups::Form;
+use crate::btree::dup::Form;
 use crate::btree::{cursor::Position, PageSource, MAX_DEPTH};
 use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, KeyCmp};
@@ -356,7 +356,7 @@ impl Walker<'_> {
     ) -> Result<()> {
         let ps = self.src.page_size();
         let bad = |what: String| Error::corrupted(format!("page {pg}: key {:?}: {what}", nd.key));
-        match crate::btree::dups::form(self.src, nd, o.fixed)? {
+        match crate::btree::dup::form(self.src, nd, o.fixed)? {
             Form::One(_) => unreachable!("is_dups nodes hold a set"),
             Form::Inline(set) => {
                 if set.len() < 2 {

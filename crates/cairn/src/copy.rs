@@ -82,7 +82,7 @@ fn source_orders(
         _ => None,
     };
     let values = match env.inner.db_dup_cmp(idx) {
-        Some(KeyCmp::Custom(f)) if crate::btree::dups::is_dupsort(rec) => Some(f),
+        Some(KeyCmp::Custom(f)) if crate::btree::dup::is_dupsort(rec) => Some(f),
         _ => None,
     };
     let missing = [

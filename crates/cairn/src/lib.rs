@@ -41,7 +41,7 @@
 //! | 6 | `recover` | Choosing the commit to open at, verifying it, loading its free tree |
 //! | 7 | `state` | The state an open environment shares: writer state, database registry, the `Env` handle |
 //! | 8 | `txn` | Read and write transactions, nested ones, sorted-duplicate operations, the commit |
-//! | 9 | `cursor`, `cursor_dup` | Cursors and range iterators |
+//! | 9 | `cursor` | Cursors and range iterators |
 //! | 10 | `check`, `inspect` | The checker; read-only views for operators' tools |
 //! | 11 | `env` | Opening an environment (creation, recovery) and the handle's methods |
 //! | 12 | `copy` | Hot copies (a compacted copy opens a second environment) |
@@ -62,7 +62,6 @@ mod catalog;
 pub mod check;
 mod copy;
 mod cursor;
-mod cursor_dup;
 mod db;
 mod env;
 mod error;
@@ -83,8 +82,8 @@ mod state;
 pub mod storage;
 mod txn;
 
+pub use cursor::dup::DupIter;
 pub use cursor::{Cursor, CursorMut, Iter};
-pub use cursor_dup::DupIter;
 pub use db::{Database, DbFlags, PutFlags, Stat};
 pub use env::EnvInfo;
 pub use error::{Error, Result};

@@ -1,5 +1,5 @@
 //! The lock file beside the data file: shared memory holding the published commits and the
-//! reader table (layout in format.rs, protocols in shared.rs), plus byte-range locks on it:
+//! reader table (layout in format/lockfile.rs, protocols in shared.rs), plus byte-range locks on it:
 //!
 //! - byte `LB_ALIVE`: every handle holds it shared while open; the first handle to open the
 //!   environment takes it exclusive, resets the file, then downgrades. A handle that gets it

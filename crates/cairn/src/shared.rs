@@ -1,7 +1,7 @@
 //! State shared by every process and thread using one environment, without locks on the read
 //! path: the published commit records (behind per-cell sequence counters) and the reader
 //! table. It lives in the memory-mapped lock file (or in private memory for an environment
-//! over simulated storage); every word is accessed atomically. Layout: format.rs, "lock file";
+//! over simulated storage); every word is accessed atomically. Layout: format/lockfile.rs;
 //! protocols: docs/design.md, "Lock file and readers".
 //!
 //! Reader protocol (why a reader never loses its snapshot):

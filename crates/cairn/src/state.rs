@@ -275,7 +275,7 @@ impl EnvInner {
     /// `rec`), the order a cursor or iterator over it compares values with, if a user set one.
     /// Checks the handle only when some order exists (it was checked when `rec` was read).
     pub(crate) fn dup_order_of(&self, db: Database, rec: &DbRecord) -> Result<Option<KeyCmp>> {
-        if !crate::btree::dups::is_dupsort(rec) || !self.any_dup_order() {
+        if !crate::btree::dup::is_dupsort(rec) || !self.any_dup_order() {
             return Ok(None);
         }
         Ok(self.db_dup_cmp(self.check_db(db)?))

@@ -11,8 +11,8 @@
 
 pub mod cursor;
 pub mod delete;
-pub mod dupcursor;
-pub mod dups;
+pub mod dup;
+pub mod dup_cursor;
 pub mod free;
 pub mod insert;
 pub mod packed;

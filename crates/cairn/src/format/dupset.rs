@@ -258,7 +258,7 @@ pub fn dupset_remove(
 }
 
 /// In-place changes of a node's value area, for inline sets that grow and shrink in their
-/// leaf (the page layout is format.rs's).
+/// leaf (the page layout is format/page.rs's).
 impl PageMut<'_> {
     /// Grows the value area of leaf node `i` (not on overflow pages) to `new_len` bytes in
     /// place, keeping its bytes; the added bytes, at its end, are the caller's to fill (through
@@ -357,7 +357,7 @@ impl<'b> DupSetBuilder<'b> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    // The page helpers of format.rs's tests.
+    // The page helpers of format/mod.rs's tests.
     use crate::format::tests::{contents, leaf, node_in};
     use crate::format::{Page, NODE_HDR, SLOT, SLOTS_AT};
 

@@ -2,7 +2,7 @@
 //! values, and the writes that only DUP_SORT databases have (pair delete, MULTIPLE puts).
 //! `RwTxn::put` and `RwTxn::delete` route DUP_SORT databases here too.
 
-use crate::btree::dups::{self, DupPut};
+use crate::btree::dup::{self, DupPut};
 use crate::db::{Database, DbFlags, PutFlags};
 use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, KeyCmp};
@@ -54,7 +54,7 @@ impl RoTxn<'_> {
     /// DUP_SORT when present).
     pub fn count(&self, db: Database, key: &[u8]) -> Result<u64> {
         let (rec, cmp) = self.db(db)?;
-        dups::count(self.snapshot(), &rec, &cmp, key)
+        dup::count(self.snapshot(), &rec, &cmp, key)
     }
 }
 
@@ -62,7 +62,7 @@ impl RwTxn<'_> {
     /// The number of values stored under `key`, as this transaction sees it.
     pub fn count(&self, db: Database, key: &[u8]) -> Result<u64> {
         let (rec, cmp) = self.db_ro(db)?;
-        dups::count(self, &rec, &cmp, key)
+        dup::count(self, &rec, &cmp, key)
     }
 
     pub(crate) fn put_dup(
@@ -83,7 +83,7 @@ impl RwTxn<'_> {
         };
         let mut scratch = std::mem::take(&mut self.dup_scratch);
         let vcmp = self.env.inner.db_dup_cmp(idx);
-        let r = dups::put_ordered(
+        let r = dup::put_ordered(
             self,
             &mut rec,
             cmp,
@@ -137,7 +137,7 @@ impl RwTxn<'_> {
     /// `value`). Returns whether it existed.
     pub fn delete_pair(&mut self, db: Database, key: &[u8], value: &[u8]) -> Result<bool> {
         let (idx, mut rec, cmp) = self.db_state(db)?;
-        if !dups::is_dupsort(&rec) {
+        if !dup::is_dupsort(&rec) {
             if self.get(db, key)? != Some(value) {
                 return Ok(false);
             }
@@ -145,7 +145,7 @@ impl RwTxn<'_> {
         }
         let mut scratch = std::mem::take(&mut self.dup_scratch);
         let vcmp = self.env.inner.db_dup_cmp(idx);
-        let r = dups::delete_pair_ordered(
+        let r = dup::delete_pair_ordered(
             self,
             &mut rec,
             &cmp,

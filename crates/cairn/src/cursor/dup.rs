@@ -5,7 +5,7 @@
 //! see one value per key and `*_NODUP` are `next`/`prev`; the `*_MULTIPLE` operations need
 //! DUP_FIXED and fail with `Error::Invalid` otherwise.
 
-use crate::btree::dupcursor::DupPos;
+use crate::btree::dup_cursor::DupPos;
 use crate::btree::PageSource;
 use crate::cursor::Cursor;
 use crate::db::{Database, DbFlags};

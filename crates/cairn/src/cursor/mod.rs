@@ -1,10 +1,13 @@
 //! Public cursors and iterators over one database.
 
-use crate::btree::{dupcursor::DupPos, dups, PageSource};
+use crate::btree::dup::DupOrder;
+use crate::btree::{dup_cursor::DupPos, PageSource};
 use crate::db::{Database, DbFlags, PutFlags};
 use crate::error::{Error, Result};
 use crate::format::{DbRecord, KeyCmp, Leaf, Page};
 use crate::txn::{RoTxn, RwTxn};
+
+pub(crate) mod dup;
 use std::cmp::Ordering;
 use std::ops::Bound;
 
@@ -71,7 +74,7 @@ type Entry<'t> = Option<(&'t [u8], &'t [u8])>;
 
 /// A read cursor: LMDB's positioning operations over one database of one transaction. In a
 /// DUP_SORT database it stands on one (key, value) pair; the duplicate operations are in
-/// `cursor_dup.rs`.
+/// `cursor/dup.rs`.
 pub struct Cursor<'t> {
     pub(crate) src: &'t dyn PageSource,
     pub(crate) rec: DbRecord,
@@ -84,7 +87,7 @@ pub struct Cursor<'t> {
     pub(crate) walk: Option<(u64, Page<'t>)>,
     /// The sub-tree leaf the last seek or chunk operation stood in (sorted duplicates), so
     /// that the *_MULTIPLE operations read it once; checked against the position before use.
-    pub(crate) sub_walk: crate::btree::dupcursor::SubLeaf<'t>,
+    pub(crate) sub_walk: crate::btree::dup_cursor::SubLeaf<'t>,
 }
 
 #[allow(
@@ -96,7 +99,7 @@ impl<'t> Cursor<'t> {
         Cursor {
             src,
             pos: DupPos::new(&rec),
-            vcmp: dups::DupOrder::of(rec.flags).cmp,
+            vcmp: DupOrder::of(rec.flags).cmp,
             rec,
             cmp,
             walk: None,
@@ -261,7 +264,7 @@ impl<'t> Iter<'t> {
         Ok(Iter {
             src,
             cmp,
-            vcmp: dups::DupOrder::of(rec.flags).cmp,
+            vcmp: DupOrder::of(rec.flags).cmp,
             front: DupPos::new(&rec),
             back: DupPos::new(&rec),
             started: (false, false),
