@@ -27,7 +27,7 @@
 //! ## Module map
 //!
 //! The modules sit in layers, lowest first. A module uses only modules of lower layers, or of
-//! its own layer without a circle; `tests/layers.rs` reads this table and every `crate::`
+//! its own layer without a circle; `tests/source_rules.rs` reads this table and every `crate::`
 //! path in `src/`, and fails on a back-edge.
 //!
 //! | Layer | Modules | What they hold |
@@ -35,9 +35,9 @@
 //! | 0 | `error`, `os`, `radix`, `failpoint` | The error type; the system calls and memory maps (unsafe); a radix sort; crash points |
 //! | 1 | `format` | The file format: pages, nodes, commit records, lock-file layout, checksums |
 //! | 2 | `db`, `options` | Database handles, flags, statistics and the orders flags choose; open options |
-//! | 3 | `lock`, `shared`, `storage` | The lock file and its reader table; the data file (or the simulator) and verified page reads |
+//! | 3 | `lock`, `shared`, `storage` | The lock file and its reader table; the data file (or the simulator) and verified page reads (unsafe: pages written in place) |
 //! | 4 | `btree` | The B+tree over any page source: search, insert, delete, cursors, sorted duplicates, freeing |
-//! | 5 | `pageset`, `pagebuf`, `alloc`, `snapshot`, `catalog` | Page sets and maps; dirty-page buffers; the free-page allocator; committed snapshots; the catalog of named databases |
+//! | 5 | `pageset`, `pagebuf`, `alloc`, `snapshot`, `catalog` | Page sets and maps; dirty-page buffers (unsafe: buffers in the writable map); the free-page allocator; committed snapshots; the catalog of named databases |
 //! | 6 | `recover` | Choosing the commit to open at, verifying it, loading its free tree |
 //! | 7 | `state` | The state an open environment shares: writer state, database registry, the `Env` handle |
 //! | 8 | `txn` | Read and write transactions, nested ones, sorted-duplicate operations, the commit |
@@ -46,6 +46,8 @@
 //! | 11 | `env` | Opening an environment (creation, recovery) and the handle's methods |
 //! | 12 | `copy` | Hot copies (a compacted copy opens a second environment) |
 #![warn(missing_docs)]
+// `unsafe` lives only in `os`, `storage` and `pagebuf` (docs/safety.md).
+#![deny(unsafe_code)]
 
 /// A named crash point (`failpoint.rs`): with the test-only `failpoints` feature, kills the
 /// process when `CAIRN_FAILPOINT` arms it; without the feature it expands to nothing.
@@ -71,7 +73,9 @@ pub mod format;
 mod inspect;
 mod lock;
 mod options;
+#[allow(unsafe_code)]
 mod os;
+#[allow(unsafe_code)]
 mod pagebuf;
 mod pageset;
 mod radix;
@@ -79,6 +83,7 @@ mod recover;
 mod shared;
 mod snapshot;
 mod state;
+#[allow(unsafe_code)]
 pub mod storage;
 mod txn;
 

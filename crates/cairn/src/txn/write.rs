@@ -651,14 +651,10 @@ impl RwTxn<'_> {
             if off + len > storage.len() && self.ensure_len(off + len).is_err() {
                 self.in_place = false;
             } else {
-                // SAFETY: docs/safety.md §8: these pages were just allocated to this write
-                // transaction, the only one (writer lock): no snapshot reaches them (they
-                // were reusable, or past the last commit's npages) and no other dirty entry
-                // covers them (an allocation hands a page out once until it is freed, and a
-                // freed dirty entry is removed first). The buffer lives in `dirty`, dropped
-                // when the transaction ends, before the environment that owns the storage.
-                if let Some(m) = unsafe { storage.map_pages(off, len) } {
-                    return Some(PageBuf::Map(m));
+                // docs/safety.md §8: these pages were just allocated to this write transaction,
+                // the only one (writer lock), which is `PageBuf::in_map`'s contract.
+                if let Some(b) = PageBuf::in_map(storage, off, len) {
+                    return Some(b);
                 }
             }
         }

@@ -1,8 +1,15 @@
+//! Rules about the engine's source, read from the files themselves.
+//!
 //! Imports run one way. The module map at the top of `src/lib.rs` puts the engine's modules
 //! in numbered layers; a module may use (`crate::...`) only modules of a lower layer, or of its
 //! own layer provided the modules of that layer do not form a circle. This test reads the map
 //! and every `crate::` path of `src/**/*.rs` (test modules excepted), and fails on a back-edge,
 //! a circle, or a module missing from the map.
+//!
+//! `unsafe` is where docs/safety.md says. Its table ("Where `unsafe` is") lists every `unsafe`
+//! of the engine, one row each; the word is counted in the code of `src/` (comments aside) per
+//! file, and a file whose count differs from its rows fails: a new `unsafe` needs its row and
+//! its argument.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -292,4 +299,67 @@ fn the_checker_sees_a_back_edge() {
         "fn f() {}\n#[cfg(test)]\nmod tests {\n    use crate::high;\n}\n".to_string(),
     )];
     assert!(violations(lib, &tests_only).is_empty());
+}
+
+/// Occurrences of the word `unsafe` in a line's code (its `//` comment left out).
+fn unsafe_words(line: &str) -> usize {
+    let code = match line.find("//") {
+        Some(i) if !line[..i].contains('"') => &line[..i],
+        _ => line,
+    };
+    code.match_indices("unsafe")
+        .filter(|&(i, w)| {
+            let before = code[..i].chars().next_back();
+            let after = code[i + w.len()..].chars().next();
+            let ident = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+            !ident(before) && !ident(after)
+        })
+        .count()
+}
+
+#[test]
+fn safety_md_lists_every_unsafe() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = root.join("src");
+    let mut files = Vec::new();
+    rs_files(&src, &mut files);
+    let mut in_code: BTreeMap<String, usize> = BTreeMap::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let n: usize = text.lines().map(unsafe_words).sum();
+        if n > 0 {
+            let rel = f
+                .strip_prefix(root.parent().unwrap().parent().unwrap())
+                .unwrap();
+            in_code.insert(rel.to_string_lossy().into_owned(), n);
+        }
+    }
+    let doc = std::fs::read_to_string(root.join("../../docs/safety.md")).unwrap();
+    let mut in_doc: BTreeMap<String, usize> = BTreeMap::new();
+    for line in doc.lines() {
+        if let Some(rest) = line.strip_prefix("| `crates/cairn/src/") {
+            let file = rest.split('`').next().unwrap();
+            *in_doc
+                .entry(format!("crates/cairn/src/{file}"))
+                .or_default() += 1;
+        }
+    }
+    assert!(
+        !in_doc.is_empty(),
+        "docs/safety.md has no table of unsafe sites"
+    );
+    assert_eq!(
+        in_code, in_doc,
+        "`unsafe` per file in the code (left) and rows per file in docs/safety.md (right)"
+    );
+}
+
+#[test]
+fn words_are_counted_in_code_only() {
+    assert_eq!(unsafe_words("    unsafe { f() } // unsafe"), 1);
+    assert_eq!(unsafe_words("#![deny(unsafe_code)]"), 0);
+    assert_eq!(
+        unsafe_words("unsafe impl Send for X {} unsafe fn g() {}"),
+        2
+    );
 }
