@@ -245,7 +245,7 @@ fn update_sub<W: PageWriter + ?Sized>(
     let mut pm = format::PageMut::new(w.page_mut(pgno)?);
     let area = pm.value_area_mut(i)?;
     if area.len() != SUBTREE_REC {
-        return Err(Error::corrupted("sub-tree node moved (internal)"));
+        return Err(Error::internal("sub-tree node moved"));
     }
     area.copy_from_slice(&sub.to_bytes());
     Ok(())
@@ -434,7 +434,7 @@ pub fn put_ordered<W: PageWriter + ?Sized>(
             // Not in place: the set is read again (the page did not change) and rebuilt.
             let set = match form(w, &tree_page(w, pgno)?.node(i)?, ord.fixed)? {
                 Form::Inline(s) => s,
-                _ => return Err(Error::corrupted("inline value set moved (internal)")),
+                _ => return Err(Error::internal("inline value set moved")),
             };
             let mut bld = DupSetBuilder::new(scratch, set.len() + 1, ord.fixed);
             for j in 0..pos {
@@ -506,9 +506,7 @@ fn insert_in_place<W: PageWriter + ?Sized>(
     }
     let area = pm.value_area_mut(i)?;
     if area.len() != plan.new || plan.new < plan.old {
-        return Err(Error::corrupted(
-            "inline value set grown in place (internal)",
-        ));
+        return Err(Error::internal("inline value set grown in place"));
     }
     format::dupset_insert(area, plan.n, plan.pos, plan.start, val, fixed);
     Ok(true)
@@ -542,9 +540,7 @@ fn writable_leaf<W: PageWriter + ?Sized>(
     }
     match insert::touch_leaf(w, rec, kcmp, key)? {
         Some((pg, i, true)) => Ok((pg, i)),
-        _ => Err(Error::corrupted(
-            "a key found by a search is gone (internal)",
-        )),
+        _ => Err(Error::internal("a key found by a search is gone")),
     }
 }
 
@@ -562,11 +558,11 @@ fn remove_in_place<W: PageWriter + ?Sized>(
         let v = pm.view();
         let node = v.node(i)?;
         if node.flags & NF_DUPS == 0 {
-            return Err(Error::corrupted("inline value set moved (internal)"));
+            return Err(Error::internal("inline value set moved"));
         }
         let set = DupSet::new(node.val, fixed)?;
         if set.len() < 3 {
-            return Err(Error::corrupted("inline value set shrank (internal)"));
+            return Err(Error::internal("inline value set shrank"));
         }
         (set.len(), set.remove_plan(pos)?)
     };

@@ -163,9 +163,7 @@ pub fn put_landing<W: PageWriter + ?Sized>(
     let (flags, stored): (u8, &[u8]) = if format::value_inline(ps, key.len(), vlen) {
         (nflags, val.unwrap_or(&[]))
     } else if nflags != 0 {
-        return Err(Error::corrupted(
-            "duplicate set too large for its node (internal)",
-        ));
+        return Err(Error::internal("duplicate set too large for its node"));
     } else {
         let span = format::overflow_pages(ps, vlen);
         let opg = w.alloc(span)?;
@@ -348,6 +346,10 @@ pub(crate) fn split<W: PageWriter + ?Sized>(
         }
         nodes.insert(at, node.as_in());
         let m = split_point(&nodes, at, ps, append);
+        debug_assert!(
+            0 < m && m < nodes.len(),
+            "a split leaves both halves non-empty"
+        );
         let mut right = nodes.split_off(m);
         // The separator: on leaves the shortest key between the halves (bytewise order), on
         // branches the middle key moves up and the right page's first slot keeps no key.
@@ -366,6 +368,8 @@ pub(crate) fn split<W: PageWriter + ?Sized>(
         build_page_in(w.page_mut(pg)?, kind, hint, &nodes)?;
         let rpg = w.alloc(1)?;
         build_page_in(w.page_mut(rpg)?, kind, hint, &right)?;
+        super::debug_assert_built(w, pg, kind, nodes.len());
+        super::debug_assert_built(w, rpg, kind, right.len());
         count_page(rec, kind, 1);
         let up = OwnedNode {
             flags: 0,
@@ -384,6 +388,7 @@ pub(crate) fn split<W: PageWriter + ?Sized>(
                     vlen: 8,
                 };
                 build_page(w.page_mut(root)?, KIND_BRANCH, hint, &[left, up])?;
+                super::debug_assert_built(w, root, KIND_BRANCH, 2);
                 count_page(rec, KIND_BRANCH, 1);
                 rec.root = root;
                 rec.depth += 1;

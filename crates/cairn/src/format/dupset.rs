@@ -272,7 +272,7 @@ impl PageMut<'_> {
             (n.key.len(), n.vlen as usize, n.flags)
         };
         if flags & NF_BIG != 0 || new_len < vlen || new_len > u16::MAX as usize {
-            return Err(Error::corrupted("a value area grown in place (internal)"));
+            return Err(Error::internal("a value area grown in place"));
         }
         let d = new_len - vlen;
         if d == 0 {
@@ -288,7 +288,7 @@ impl PageMut<'_> {
         let upper = self.upper();
         let end = off + NODE_HDR + klen + vlen;
         if off < upper || end > self.b.len() {
-            return Err(Error::corrupted("node offset (internal)"));
+            return Err(Error::internal("node offset"));
         }
         self.b.copy_within(upper..end, upper - d);
         for j in 0..self.nkeys() {
@@ -311,7 +311,7 @@ impl PageMut<'_> {
             (n.vlen as usize, n.flags)
         };
         if flags & NF_BIG != 0 || new_len > vlen {
-            return Err(Error::corrupted("a value area shrunk in place (internal)"));
+            return Err(Error::internal("a value area shrunk in place"));
         }
         self.set_node_vlen(i, flags, new_len as u32);
         Ok(())

@@ -576,7 +576,7 @@ impl<'a> PageMut<'a> {
         }
         self.remove(i);
         if !self.insert(i, n)? {
-            return Err(Error::corrupted("a replaced node does not fit (internal)"));
+            return Err(Error::internal("a replaced node does not fit"));
         }
         Ok(true)
     }

@@ -104,9 +104,7 @@ impl RwTxn<'_> {
             }
             rounds += 1;
             if rounds > MAX_ROUNDS {
-                return Err(soft(Error::corrupted(
-                    "free list did not converge (internal)",
-                )));
+                return Err(soft(Error::internal("free list did not converge")));
             }
         }
         // Fill the list pages (unused trailing ones stay empty).
@@ -327,7 +325,7 @@ impl RwTxn<'_> {
                 self.free_rec = rec;
             }
         }
-        Err(Error::corrupted("free tree did not converge (internal)"))
+        Err(Error::internal("free tree did not converge"))
     }
 
     /// The runs a steady commit lists for recovery to verify: its own pages. An unsteady

@@ -701,7 +701,7 @@ impl PageWriter for RwTxn<'_> {
         self.dirty
             .get_mut(&pgno)
             .map(|b| &mut b[..])
-            .ok_or_else(|| Error::corrupted(format!("page {pgno} is not writable (internal)")))
+            .ok_or_else(|| Error::internal(format!("page {pgno} is not writable")))
     }
 
     fn alloc(&mut self, span: u64) -> Result<u64> {
