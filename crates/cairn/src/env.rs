@@ -142,6 +142,8 @@ impl Env {
 
     /// Opens an environment over a given storage (the simulator, in crash tests). Its reader
     /// table is private to this handle: no other process can share such an environment.
+    /// Testing only: hidden from the documentation with the `storage` module.
+    #[doc(hidden)]
     pub fn with_storage(storage: Arc<dyn Storage>, opts: EnvOptions) -> Result<Env> {
         check_options(&opts)?;
         Env::build(storage, opts, LockSetup::Private)

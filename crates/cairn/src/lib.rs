@@ -24,7 +24,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! ## Module map
+//! ## Module map (for readers of the source)
 //!
 //! The modules sit in layers, lowest first. A module uses only modules of lower layers, or of
 //! its own layer without a circle; `tests/source_rules.rs` reads this table and every `crate::`
@@ -59,7 +59,7 @@ macro_rules! failpoint {
 }
 
 mod alloc;
-pub mod btree;
+mod btree;
 mod catalog;
 pub mod check;
 mod copy;
@@ -68,7 +68,11 @@ mod db;
 mod env;
 mod error;
 #[cfg(feature = "failpoints")]
+#[doc(hidden)]
 pub mod failpoint;
+// The file format: public for the tests, fuzz targets and tools that build or inspect raw
+// pages; not part of the API (no stability promise), hidden from the documentation.
+#[doc(hidden)]
 pub mod format;
 mod inspect;
 mod lock;
@@ -83,7 +87,10 @@ mod recover;
 mod shared;
 mod snapshot;
 mod state;
+// The storage seam and the fault-injecting simulator: public for the crash tests and fuzz
+// targets (`Env::with_storage`); not part of the API, hidden from the documentation.
 #[allow(unsafe_code)]
+#[doc(hidden)]
 pub mod storage;
 mod txn;
 
@@ -92,6 +99,7 @@ pub use cursor::{Cursor, CursorMut, Iter};
 pub use db::{Database, DbFlags, PutFlags, Stat};
 pub use env::EnvInfo;
 pub use error::{Error, Result};
+pub use format::CmpFn;
 pub use inspect::FreeRun;
 pub use options::{Durability, EnvOptions, DEFAULT_SYNC_PERIOD};
 pub use shared::ReaderInfo;

@@ -336,28 +336,12 @@ fn store_set<W: PageWriter + ?Sized>(
     delete::rebalance(w, rec, kcmp, path, pg, true, 0)
 }
 
-/// Adds the pair `key`/`val` to a DUPSORT tree. Returns whether it was added (false: it was
-/// there already). Keys and values are checked for size by the caller.
+/// Adds the pair `key`/`val` to a DUPSORT tree, in the value order `vcmp` (None: the flags'
+/// order). Returns whether it was added (false: it was there already). Keys and values are
+/// checked for size by the caller.
 #[allow(
     clippy::too_many_arguments,
-    reason = "the tree, the pair, the options and a buffer"
-)]
-pub fn put<W: PageWriter + ?Sized>(
-    w: &mut W,
-    rec: &mut DbRecord,
-    kcmp: &KeyCmp,
-    key: &[u8],
-    val: &[u8],
-    f: DupPut,
-    scratch: &mut Vec<u8>,
-) -> Result<bool> {
-    put_ordered(w, rec, kcmp, None, key, val, f, scratch)
-}
-
-/// [`put`] with a user-supplied value order (`vcmp`; None: the flags' order).
-#[allow(
-    clippy::too_many_arguments,
-    reason = "put's arguments plus the value order"
+    reason = "the tree, the pair, the value order, the options and a buffer"
 )]
 pub fn put_ordered<W: PageWriter + ?Sized>(
     w: &mut W,
@@ -643,19 +627,8 @@ fn shrink<W: PageWriter + ?Sized>(
     update_sub(w, rec, kcmp, key, at, &sub)
 }
 
-/// Deletes the pair `key`/`val`; false if it was absent (nothing changed then).
-pub fn delete_pair<W: PageWriter + ?Sized>(
-    w: &mut W,
-    rec: &mut DbRecord,
-    kcmp: &KeyCmp,
-    key: &[u8],
-    val: &[u8],
-    scratch: &mut Vec<u8>,
-) -> Result<bool> {
-    delete_pair_ordered(w, rec, kcmp, None, key, val, scratch)
-}
-
-/// [`delete_pair`] with a user-supplied value order (`vcmp`; None: the flags' order).
+/// Deletes the pair `key`/`val`, in the value order `vcmp` (None: the flags' order); false if
+/// it was absent (nothing changed then).
 pub fn delete_pair_ordered<W: PageWriter + ?Sized>(
     w: &mut W,
     rec: &mut DbRecord,
