@@ -465,15 +465,29 @@ impl<'t> Iter<'t> {
     }
 }
 
-impl<'t> Iterator for Iter<'t> {
-    type Item = Result<(&'t [u8], &'t [u8])>;
-    fn next(&mut self) -> Option<Self::Item> {
+impl<'t> Iter<'t> {
+    /// One step of `next` (`forward`) or `next_back`: the pair, if it is still inside the range
+    /// and short of the other end's position; the iteration ends at the first that is not, and
+    /// after an error. Inlined into both with `forward` a constant.
+    #[inline(always)]
+    fn advance(&mut self, forward: bool) -> Option<Result<(&'t [u8], &'t [u8])>> {
         if self.done {
             return None;
         }
-        match self.step_front() {
-            Ok(Some((k, v))) if self.below_hi(k) => {
-                if self.crossed(k, v, true) {
+        let step = if forward {
+            self.step_front()
+        } else {
+            self.step_back()
+        };
+        match step {
+            Ok(Some((k, v)))
+                if (if forward {
+                    self.below_hi(k)
+                } else {
+                    self.above_lo(k)
+                }) =>
+            {
+                if self.crossed(k, v, forward) {
                     self.done = true;
                     return None;
                 }
@@ -494,31 +508,16 @@ impl<'t> Iterator for Iter<'t> {
     }
 }
 
+impl<'t> Iterator for Iter<'t> {
+    type Item = Result<(&'t [u8], &'t [u8])>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.advance(true)
+    }
+}
+
 impl DoubleEndedIterator for Iter<'_> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        match self.step_back() {
-            Ok(Some((k, v))) if self.above_lo(k) => {
-                if self.crossed(k, v, false) {
-                    self.done = true;
-                    return None;
-                }
-                if let Some(e) = self.count_one() {
-                    return Some(Err(e));
-                }
-                Some(Ok((k, v)))
-            }
-            Ok(_) => {
-                self.done = true;
-                None
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
-        }
+        self.advance(false)
     }
 }
 
