@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::format::{
     self, DbRecord, DupSet, DupSetBuilder, KeyCmp, Node, NF_DUPS, NF_SUBTREE, SUBTREE_REC,
 };
-use insert::Mode;
+use insert::{Mode, NewValue};
 use std::cmp::Ordering;
 
 /// The value order of a DUPSORT database.
@@ -215,15 +215,13 @@ fn write_sub<W: PageWriter + ?Sized>(
     sub: &DbRecord,
 ) -> Result<()> {
     let b = sub.to_bytes();
-    insert::put_node(
+    insert::put(
         w,
         rec,
         kcmp,
         key,
-        Some(&b),
-        SUBTREE_REC,
+        NewValue::with_flags(&b, NF_SUBTREE),
         Mode::Upsert,
-        NF_SUBTREE,
     )?;
     Ok(())
 }
@@ -275,8 +273,7 @@ fn build_subtree<W: PageWriter + ?Sized>(
             &mut sub,
             &ord.cmp,
             set.get(j)?,
-            Some(&[]),
-            0,
+            NewValue::of(&[]),
             Mode::Append,
         )?;
     }
@@ -312,15 +309,13 @@ fn store_set<W: PageWriter + ?Sized>(
                 return Ok(());
             }
         }
-        insert::put_node(
+        insert::put(
             w,
             rec,
             kcmp,
             key,
-            Some(set),
-            set.len(),
+            NewValue::with_flags(set, NF_DUPS),
             Mode::Upsert,
-            NF_DUPS,
         )?;
         return Ok(());
     }
@@ -359,7 +354,7 @@ pub fn put_ordered<W: PageWriter + ?Sized>(
         Some((pg, i, true)) => (pg, i),
         _ => {
             let mode = if f.append { Mode::Append } else { Mode::Upsert };
-            insert::put(w, rec, kcmp, key, Some(val), val.len(), mode)?;
+            insert::put(w, rec, kcmp, key, NewValue::of(val), mode)?;
             return Ok(true);
         }
     };
@@ -440,7 +435,7 @@ pub fn put_ordered<W: PageWriter + ?Sized>(
             let out = if ord.fixed {
                 packed::put(w, &mut sub, &ord.cmp, val, f.append_dup)
             } else {
-                insert::put(w, &mut sub, &ord.cmp, val, Some(&[]), 0, mode)
+                insert::put(w, &mut sub, &ord.cmp, val, NewValue::of(&[]), mode)
             };
             // The descent copied the sub-tree's path even when nothing was added: the
             // record must follow its new root in every case.
@@ -563,7 +558,7 @@ fn store_one<W: PageWriter + ?Sized>(
     key: &[u8],
     val: &[u8],
 ) -> Result<()> {
-    insert::put(w, rec, kcmp, key, Some(val), val.len(), Mode::Upsert)?;
+    insert::put(w, rec, kcmp, key, NewValue::of(val), Mode::Upsert)?;
     Ok(())
 }
 
@@ -611,16 +606,12 @@ fn shrink<W: PageWriter + ?Sized>(
                 bld.push(p.key(j)?);
             }
             drop_subtree(w, rec, &sub)?;
-            insert::put_node(
-                w,
-                rec,
-                kcmp,
-                key,
-                Some(scratch),
-                size,
-                Mode::Upsert,
-                NF_DUPS,
-            )?;
+            let set = NewValue {
+                bytes: Some(scratch),
+                len: size,
+                flags: NF_DUPS,
+            };
+            insert::put(w, rec, kcmp, key, set, Mode::Upsert)?;
             return Ok(());
         }
     }

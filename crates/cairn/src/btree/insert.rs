@@ -30,37 +30,49 @@ pub enum Outcome {
     Exists,
 }
 
-/// Inserts or replaces `key` with a value of `vlen` bytes copied from `val` (or left zeroed
-/// for the caller to fill, when `val` is None: RESERVE).
+/// The value of a node to put: `len` bytes copied from `bytes` (or left zeroed for the caller
+/// to fill, when `bytes` is None: RESERVE), stored with node flags `flags` (NF_DUPS or
+/// NF_SUBTREE for sorted duplicates, whose value is always small enough to stay inline; else
+/// 0).
+#[derive(Clone, Copy, Debug)]
+pub struct NewValue<'a> {
+    /// The bytes, or None for a zeroed value of `len` bytes.
+    pub bytes: Option<&'a [u8]>,
+    /// The value's length.
+    pub len: usize,
+    /// The node's NF_* flags.
+    pub flags: u8,
+}
+
+impl<'a> NewValue<'a> {
+    /// A plain value: these bytes.
+    pub fn of(bytes: &'a [u8]) -> NewValue<'a> {
+        NewValue {
+            bytes: Some(bytes),
+            len: bytes.len(),
+            flags: 0,
+        }
+    }
+
+    /// These bytes, as a node with flags `flags`.
+    pub fn with_flags(bytes: &'a [u8], flags: u8) -> NewValue<'a> {
+        NewValue {
+            flags,
+            ..NewValue::of(bytes)
+        }
+    }
+}
+
+/// Inserts or replaces `key` with the value `val`.
 pub fn put<W: PageWriter + ?Sized>(
     w: &mut W,
     rec: &mut DbRecord,
     cmp: &KeyCmp,
     key: &[u8],
-    val: Option<&[u8]>,
-    vlen: usize,
+    val: NewValue<'_>,
     mode: Mode,
 ) -> Result<Outcome> {
-    put_node(w, rec, cmp, key, val, vlen, mode, 0)
-}
-
-/// `put` of a node with flags `nflags` (NF_DUPS or NF_SUBTREE for sorted duplicates: such a
-/// value is always small enough to stay inline).
-#[allow(
-    clippy::too_many_arguments,
-    reason = "put's arguments plus the node flags"
-)]
-pub fn put_node<W: PageWriter + ?Sized>(
-    w: &mut W,
-    rec: &mut DbRecord,
-    cmp: &KeyCmp,
-    key: &[u8],
-    val: Option<&[u8]>,
-    vlen: usize,
-    mode: Mode,
-    nflags: u8,
-) -> Result<Outcome> {
-    put_landing(w, rec, cmp, key, val, (vlen, nflags), mode).map(|(o, _)| o)
+    put_landing(w, rec, cmp, key, val, mode).map(|(o, _)| o)
 }
 
 /// Makes the path to the leaf where `key` is or would be writable (copy-on-write, as the
@@ -81,18 +93,21 @@ pub fn touch_leaf<W: PageWriter + ?Sized>(
     Ok(Some((pg, i, exact)))
 }
 
-/// `put_node` (the value's length and node flags as `vl`), also returning the (dirty) leaf
-/// that holds the key afterwards and the key's slot there, when no page was split: a hint for
-/// [`put_in_leaf`].
+/// [`put`], also returning the (dirty) leaf that holds the key afterwards and the key's slot
+/// there, when no page was split: a hint for [`put_in_leaf`].
 pub fn put_landing<W: PageWriter + ?Sized>(
     w: &mut W,
     rec: &mut DbRecord,
     cmp: &KeyCmp,
     key: &[u8],
-    val: Option<&[u8]>,
-    (vlen, nflags): (usize, u8),
+    val: NewValue<'_>,
     mode: Mode,
 ) -> Result<(Outcome, Option<(u64, usize)>)> {
+    let NewValue {
+        bytes: val,
+        len: vlen,
+        flags: nflags,
+    } = val;
     let ps = w.page_size();
     let hint = hinted(cmp);
     if rec.root == 0 {

@@ -231,8 +231,7 @@ impl RwTxn<'_> {
                     &mut cat,
                     &KeyCmp::Bytes,
                     name.as_bytes(),
-                    Some(&v),
-                    v.len(),
+                    btree::insert::NewValue::of(&v),
                     btree::insert::Mode::Upsert,
                 )?;
             }
@@ -290,8 +289,7 @@ impl RwTxn<'_> {
                                 &mut rec,
                                 &KeyCmp::Bytes,
                                 &key,
-                                Some(&v),
-                                (v.len(), 0),
+                                btree::insert::NewValue::of(&v),
                                 btree::insert::Mode::Upsert,
                             )?
                             .1;

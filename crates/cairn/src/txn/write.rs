@@ -327,7 +327,14 @@ impl<'env> RwTxn<'env> {
         };
         let r = match shortcut {
             Some(done) => Ok(done),
-            None => btree::insert::put_landing(self, &mut rec, &cmp, key, val, (vlen, 0), mode),
+            None => {
+                let val = btree::insert::NewValue {
+                    bytes: val,
+                    len: vlen,
+                    flags: 0,
+                };
+                btree::insert::put_landing(self, &mut rec, &cmp, key, val, mode)
+            }
         };
         // Whatever the descent changed before a failure is the transaction's state now.
         self.set_rec(idx, rec);
