@@ -284,10 +284,6 @@ fn build_subtree<W: PageWriter + ?Sized>(
 /// sub-tree. `at`, when given, is where `key`'s node sits in a dirty leaf (a plain or
 /// inline-set node): an inline set that fits the page there replaces it in place, since the
 /// key stays and nothing above the leaf changes.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the tree, the pair, the order and the node's place"
-)]
 fn store_set<W: PageWriter + ?Sized>(
     w: &mut W,
     rec: &mut DbRecord,
@@ -331,18 +327,25 @@ fn store_set<W: PageWriter + ?Sized>(
     delete::rebalance(w, rec, kcmp, path, pg, true, 0)
 }
 
-/// Adds the pair `key`/`val` to a DUPSORT tree, in the value order `vcmp` (None: the flags'
-/// order). Returns whether it was added (false: it was there already). Keys and values are
-/// checked for size by the caller.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the tree, the pair, the value order, the options and a buffer"
-)]
+/// The orders of a DUPSORT tree: its keys', and a user-supplied order of its values (None:
+/// the flags' order).
+#[derive(Clone, Copy)]
+pub struct Orders<'a> {
+    /// The key order.
+    pub keys: &'a KeyCmp,
+    /// The user's value order, if one is set.
+    pub values: Option<&'a KeyCmp>,
+}
+
+/// Adds the pair `key`/`val` to a DUPSORT tree. Returns whether it was added (false: it was
+/// there already). Keys and values are checked for size by the caller.
 pub fn put_ordered<W: PageWriter + ?Sized>(
     w: &mut W,
     rec: &mut DbRecord,
-    kcmp: &KeyCmp,
-    vcmp: Option<&KeyCmp>,
+    Orders {
+        keys: kcmp,
+        values: vcmp,
+    }: Orders<'_>,
     key: &[u8],
     val: &[u8],
     f: DupPut,
@@ -618,13 +621,15 @@ fn shrink<W: PageWriter + ?Sized>(
     update_sub(w, rec, kcmp, key, at, &sub)
 }
 
-/// Deletes the pair `key`/`val`, in the value order `vcmp` (None: the flags' order); false if
-/// it was absent (nothing changed then).
+/// Deletes the pair `key`/`val` from a DUPSORT tree; false if it was absent (nothing changed
+/// then).
 pub fn delete_pair_ordered<W: PageWriter + ?Sized>(
     w: &mut W,
     rec: &mut DbRecord,
-    kcmp: &KeyCmp,
-    vcmp: Option<&KeyCmp>,
+    Orders {
+        keys: kcmp,
+        values: vcmp,
+    }: Orders<'_>,
     key: &[u8],
     val: &[u8],
     scratch: &mut Vec<u8>,

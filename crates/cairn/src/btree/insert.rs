@@ -229,7 +229,6 @@ pub fn put_landing<W: PageWriter + ?Sized>(
 /// in that leaf, whatever the separators above say (each branch covers an interval of keys),
 /// so the check needs the leaf alone. Inserting there changes neither the leaf's first key
 /// nor any separator, so the tree above stays as it is.
-#[allow(clippy::too_many_arguments, reason = "put's arguments plus the hint")]
 pub fn put_in_leaf<W: PageWriter + ?Sized>(
     w: &mut W,
     rec: &mut DbRecord,

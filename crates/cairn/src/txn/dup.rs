@@ -83,16 +83,11 @@ impl RwTxn<'_> {
         };
         let mut scratch = std::mem::take(&mut self.dup_scratch);
         let vcmp = self.env.inner.db_dup_cmp(idx);
-        let r = dup::put_ordered(
-            self,
-            &mut rec,
-            cmp,
-            vcmp.as_ref(),
-            key,
-            val,
-            f,
-            &mut scratch,
-        );
+        let orders = dup::Orders {
+            keys: cmp,
+            values: vcmp.as_ref(),
+        };
+        let r = dup::put_ordered(self, &mut rec, orders, key, val, f, &mut scratch);
         self.dup_scratch = scratch;
         self.set_rec(idx, rec);
         r
@@ -145,15 +140,11 @@ impl RwTxn<'_> {
         }
         let mut scratch = std::mem::take(&mut self.dup_scratch);
         let vcmp = self.env.inner.db_dup_cmp(idx);
-        let r = dup::delete_pair_ordered(
-            self,
-            &mut rec,
-            &cmp,
-            vcmp.as_ref(),
-            key,
-            value,
-            &mut scratch,
-        );
+        let orders = dup::Orders {
+            keys: &cmp,
+            values: vcmp.as_ref(),
+        };
+        let r = dup::delete_pair_ordered(self, &mut rec, orders, key, value, &mut scratch);
         self.dup_scratch = scratch;
         if matches!(r, Ok(true)) {
             self.set_rec(idx, rec);
