@@ -128,7 +128,8 @@ pub(crate) fn code(e: &cairn::Error) -> c_int {
         E::ReadOnly => libc::EACCES,
         E::Incompatible { .. } | E::OrderUnknown { .. } => MDB_INCOMPATIBLE,
         E::Invalid(_) => libc::EINVAL,
-        E::Poisoned | E::Forked => MDB_PANIC,
+        // A bug in Cairn: LMDB says MDB_PANIC for a fatal error of its own.
+        E::Poisoned | E::Forked | E::Internal(_) => MDB_PANIC,
         _ => MDB_PANIC,
     }
 }

@@ -164,6 +164,7 @@ impl MDB_txn {
             cairn::Error::Io { .. }
                 | cairn::Error::MapFull { .. }
                 | cairn::Error::Corrupted { .. }
+                | cairn::Error::Internal(_)
                 | cairn::Error::Poisoned
         ) {
             self.broken = true;

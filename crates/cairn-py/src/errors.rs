@@ -181,7 +181,7 @@ pub(crate) fn map(e: cairn::Error) -> PyErr {
         E::ReadOnly => ReadonlyError::new_err(msg),
         E::Incompatible { .. } | E::OrderUnknown { .. } => IncompatibleError::new_err(msg),
         E::Invalid(_) => InvalidParameterError::new_err(msg),
-        E::Poisoned => PanicError::new_err(msg),
+        E::Poisoned | E::Internal(_) => PanicError::new_err(msg),
         _ => Error::new_err(msg),
     }
 }

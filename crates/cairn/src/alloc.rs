@@ -14,8 +14,8 @@
 //!   (loading re-examines every pending run against the pins of its time), and the change
 //!   holds whatever the transaction does, so it is neither persisted nor undone.
 
+use crate::pageset::PageMap;
 use crate::pageset::PageSet;
-use crate::txn::PageMap;
 use std::collections::BTreeMap;
 
 /// One run of free pages.

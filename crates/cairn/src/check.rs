@@ -1,7 +1,7 @@
 //! The checker: walks every page of a snapshot and verifies every invariant: each page's
 //! checksum, number and writer; key order inside pages and against the separators above them;
 //! uniform depth; the counts in every database record; every sorted-duplicates value set
-//! (order, uniqueness, counts, and the form its size calls for: see `btree/dups.rs`); and that
+//! (order, uniqueness, counts, and the form its size calls for: see `btree/dup.rs`); and that
 //! every page below the high-water mark, sub-tree pages included, is reachable exactly once or
 //! free.
 //!
@@ -13,12 +13,13 @@
 //! report's `notes` say what was left out. Such a file is never reported as corrupted for it.
 
 use crate::alloc::{self, Run};
-use crate::btree::dups::Form;
+use crate::btree::dup::Form;
 use crate::btree::{cursor::Position, PageSource, MAX_DEPTH};
-use crate::env::EnvInner;
 use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, KeyCmp};
-use crate::txn::Snapshot;
+use crate::snapshot::Snapshot;
+use crate::state::EnvInner;
+use crate::txn::RoTxn;
 use std::cmp::Ordering;
 
 /// What the checker found.
@@ -37,6 +38,13 @@ pub struct Report {
     /// What could not be checked and why (not problems): databases kept in a user-supplied
     /// order that the handle running the check has not set.
     pub notes: Vec<String>,
+}
+
+impl RoTxn<'_> {
+    /// Walks the whole snapshot and checks every invariant (see [`crate::check`]).
+    pub fn check(&self) -> Result<Report> {
+        check(self.snapshot(), &self.env().inner)
+    }
 }
 
 impl Report {
@@ -348,7 +356,7 @@ impl Walker<'_> {
     ) -> Result<()> {
         let ps = self.src.page_size();
         let bad = |what: String| Error::corrupted(format!("page {pg}: key {:?}: {what}", nd.key));
-        match crate::btree::dups::form(self.src, nd, o.fixed)? {
+        match crate::btree::dup::form(self.src, nd, o.fixed)? {
             Form::One(_) => unreachable!("is_dups nodes hold a set"),
             Form::Inline(set) => {
                 if set.len() < 2 {
@@ -459,7 +467,7 @@ pub(crate) fn check(src: &Snapshot<'_>, env: &EnvInner) -> Result<Report> {
         w.database(env, name, env.lookup_db(name), rec);
     }
     // Commit-list pages of this commit.
-    for pg in crate::env::list_pages(src.storage, m)? {
+    for pg in crate::recover::list_pages(src.storage, m)? {
         w.mark(pg, 1, "commit list");
     }
     // Free runs.

@@ -7,9 +7,10 @@
 //! `Error::OrderUnknown` before anything is written (a page-by-page copy needs no order).
 
 use crate::db::{DbFlags, PutFlags};
-use crate::env::{Durability, Env};
 use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, KeyCmp, Meta, SECTOR};
+use crate::options::Durability;
+use crate::state::Env;
 use crate::txn::RoTxn;
 use std::path::Path;
 
@@ -81,7 +82,7 @@ fn source_orders(
         _ => None,
     };
     let values = match env.inner.db_dup_cmp(idx) {
-        Some(KeyCmp::Custom(f)) if crate::btree::dups::is_dupsort(rec) => Some(f),
+        Some(KeyCmp::Custom(f)) if crate::btree::dup::is_dupsort(rec) => Some(f),
         _ => None,
     };
     let missing = [
@@ -153,6 +154,13 @@ fn compact_copy(txn: &RoTxn<'_>, dest: &Path) -> Result<()> {
     lock.push("-lock");
     let _ = std::fs::remove_file(lock);
     Ok(())
+}
+
+impl RoTxn<'_> {
+    /// Writes a copy of this snapshot to `path` (a new data file; see [`Env::copy_to`]).
+    pub fn copy_to_file(&self, path: &std::path::Path, compact: bool) -> Result<()> {
+        copy(self, path, compact)
+    }
 }
 
 impl Env {

@@ -36,6 +36,11 @@ pub enum Error {
         /// What was found, and where (page number, field).
         what: String,
     },
+    /// Cairn broke one of its own invariants: a bug in Cairn, not damage to the file (which is
+    /// [`Error::Corrupted`]). The operation was refused before anything was published; the
+    /// transaction should be dropped. Please report it with the message.
+    #[error("Cairn has a bug: {0}")]
+    Internal(String),
     /// NOOVERWRITE was given and the key exists.
     #[error("key already exists")]
     KeyExists,
@@ -155,5 +160,11 @@ impl Error {
 
     pub(crate) fn corrupted(what: impl Into<String>) -> Error {
         Error::Corrupted { what: what.into() }
+    }
+
+    /// A broken invariant of Cairn's own (see [`Error::Internal`]).
+    #[cold]
+    pub(crate) fn internal(what: impl Into<String>) -> Error {
+        Error::Internal(what.into())
     }
 }

@@ -16,17 +16,17 @@ use std::sync::OnceLock;
 
 /// Every failpoint placed in the engine, in protocol order.
 pub const POINTS: &[&str] = &[
-    // Opening (env.rs): the first handle recovers, or creates a new file.
+    // Opening (env.rs, recover.rs): the first handle recovers, or creates a new file.
     "open.before_recover",
     "create.after_grow",
     "create.after_meta_write",
     "open.after_recover",
     "open.after_init",
-    // The writer lock (txn.rs, env.rs, db.rs).
+    // The writer lock (txn/write.rs, state.rs).
     "writer.locked",
     "writer.before_republish",
     "writer.unlock",
-    // Commit (commit.rs), in order.
+    // Commit (txn/commit.rs), in order.
     "commit.begin",
     "commit.persist_free",
     "commit.before_grow",

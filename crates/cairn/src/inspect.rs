@@ -31,7 +31,7 @@ impl RoTxn<'_> {
         } else {
             let idx = self.env().inner.check_db(db)?;
             let name = self.env().inner.db_name(idx).ok_or(Error::BadDbi)?;
-            crate::txn::catalog_lookup(snap, &snap.meta.catalog, &name)?
+            crate::catalog::catalog_lookup(snap, &snap.meta.catalog, &name)?
                 .ok_or(Error::BadDbi)?
                 .flags
         };

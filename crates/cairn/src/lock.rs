@@ -1,5 +1,5 @@
 //! The lock file beside the data file: shared memory holding the published commits and the
-//! reader table (layout in format.rs, protocols in shared.rs), plus byte-range locks on it:
+//! reader table (layout in format/lockfile.rs, protocols in shared.rs), plus byte-range locks on it:
 //!
 //! - byte `LB_ALIVE`: every handle holds it shared while open; the first handle to open the
 //!   environment takes it exclusive, resets the file, then downgrades. A handle that gets it
@@ -18,6 +18,7 @@ use crate::format as f;
 use crate::os::{self, LockKind, Map};
 use std::fs::{File, OpenOptions};
 use std::path::Path;
+use std::sync::atomic::Ordering;
 
 /// An open lock file, or none (an environment over simulated storage, private to a process).
 pub(crate) struct LockFile {
@@ -109,7 +110,7 @@ impl LockFile {
                 .len() as usize;
             if flen >= f::LOCK_HEADER {
                 let head = Map::shared_rw(file, f::LOCK_HEADER)?;
-                if let Ok(max) = crate::shared::Shared::validate_header(&head) {
+                if let Ok(max) = validate_header(&head) {
                     let len = f::lock_file_len(max);
                     if flen >= len {
                         drop(head);
@@ -164,4 +165,29 @@ impl LockFile {
     pub fn joined(&self) -> Result<()> {
         self.lock(LockKind::Shared, f::LB_ALIVE, false).map(|_| ())
     }
+}
+
+/// Checks the header of a region initialised by another handle: magic, version, table
+/// size (returned).
+pub(crate) fn validate_header(map: &Map) -> Result<usize> {
+    let a = map.atomics();
+    if a.len() < f::LOCK_HEADER / 8 || a[f::LW_MAGIC].load(Ordering::SeqCst) != f::LOCK_MAGIC {
+        return Err(Error::LockFile(
+            "the lock file is not initialised (or not Cairn's)".into(),
+        ));
+    }
+    let v = a[f::LW_VERSION].load(Ordering::Relaxed);
+    if v != f::LOCK_VERSION {
+        return Err(Error::LockFile(format!(
+            "lock file format {v}, this build uses {}",
+            f::LOCK_VERSION
+        )));
+    }
+    let max = a[f::LW_MAX_READERS].load(Ordering::Relaxed);
+    if max == 0 || max > 1 << 20 {
+        return Err(Error::LockFile(format!(
+            "lock file reader table of {max} slots"
+        )));
+    }
+    Ok(max as usize)
 }

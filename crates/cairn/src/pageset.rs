@@ -1,7 +1,8 @@
-//! An ordered set of page numbers as a two-level bitmap: the index of reusable free runs by
-//! first page (`alloc.rs`). Insert and remove are a bit flip each; finding the lowest member
-//! scans from a low-water mark, so that taking pages from the lowest run costs no search-tree
-//! descent per page.
+//! Page-number collections. `PageSet`, an ordered set of page numbers as a two-level bitmap,
+//! is the index of reusable free runs by first page (`alloc.rs`): insert and remove are a bit
+//! flip each; finding the lowest member scans from a low-water mark, so that taking pages from
+//! the lowest run costs no search-tree descent per page. `PageMap` is a hash map keyed by page
+//! number (the dirty pages of a write transaction, the allocator's pending groups).
 //!
 //! Invariants:
 //! - Bit `p % 64` of `words[p / 64]` is set iff `p` is a member; bit `w % 64` of
@@ -9,6 +10,9 @@
 //! - No member lies in a summary word below `low`.
 //! - Memory is one bit per page up to the largest member ever inserted (members are run
 //!   starts, below the file's high-water mark, which the file's length bounds).
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// An ordered set of page numbers.
 #[derive(Default, Clone, Debug)]
@@ -83,6 +87,25 @@ impl PageSet {
         })
     }
 }
+
+/// A hasher for page numbers (they are already well spread; SipHash would dominate lookups).
+#[derive(Default)]
+pub(crate) struct PgnoHasher(u64);
+impl Hasher for PgnoHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (n ^ (n >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+/// A map keyed by page number.
+pub(crate) type PageMap<V> = HashMap<u64, V, BuildHasherDefault<PgnoHasher>>;
 
 #[cfg(test)]
 mod tests {

@@ -1,7 +1,7 @@
 //! State shared by every process and thread using one environment, without locks on the read
 //! path: the published commit records (behind per-cell sequence counters) and the reader
 //! table. It lives in the memory-mapped lock file (or in private memory for an environment
-//! over simulated storage); every word is accessed atomically. Layout: format.rs, "lock file";
+//! over simulated storage); every word is accessed atomically. Layout: format/lockfile.rs;
 //! protocols: docs/design.md, "Lock file and readers".
 //!
 //! Reader protocol (why a reader never loses its snapshot):
@@ -123,31 +123,6 @@ impl Shared {
             .store(u64::from(meta.page_size), Ordering::Relaxed);
         self.publish(meta);
         self.w(f::LW_MAGIC).store(f::LOCK_MAGIC, Ordering::SeqCst);
-    }
-
-    /// Checks the header of a region initialised by another handle: magic, version, table
-    /// size (returned).
-    pub fn validate_header(map: &Map) -> Result<usize> {
-        let a = map.atomics();
-        if a.len() < f::LOCK_HEADER / 8 || a[f::LW_MAGIC].load(Ordering::SeqCst) != f::LOCK_MAGIC {
-            return Err(Error::LockFile(
-                "the lock file is not initialised (or not Cairn's)".into(),
-            ));
-        }
-        let v = a[f::LW_VERSION].load(Ordering::Relaxed);
-        if v != f::LOCK_VERSION {
-            return Err(Error::LockFile(format!(
-                "lock file format {v}, this build uses {}",
-                f::LOCK_VERSION
-            )));
-        }
-        let max = a[f::LW_MAX_READERS].load(Ordering::Relaxed);
-        if max == 0 || max > 1 << 20 {
-            return Err(Error::LockFile(format!(
-                "lock file reader table of {max} slots"
-            )));
-        }
-        Ok(max as usize)
     }
 
     /// Makes `meta` the current commit (writer only, under the writer lock).

@@ -715,7 +715,7 @@ fn key_order_and_dup_order_are_used_by_puts_cursors_and_gets() {
     assert_eq!(r.count(dd, b"k").unwrap(), 3);
 }
 
-/// Regression (cursor.rs, Iter::new): the pair iterator took its value order from the flags,
+/// Regression (cursor/iter.rs, Iter::new): the pair iterator took its value order from the flags,
 /// so its two ends, walked together, stopped early where the custom order and the bytewise
 /// one disagree.
 #[test]

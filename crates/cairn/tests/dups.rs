@@ -10,7 +10,10 @@
     reason = "INTEGER_DUP values are native integers, as in LMDB"
 )]
 
-use cairn::{format, Cursor, Database, DbFlags, Env, Error, PutFlags};
+mod model_runner;
+
+use cairn::{format, Cursor, Database, DbFlags, Env, Error, PutFlags, RwTxn};
+use model_runner::{DataOp, Step};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -66,10 +69,7 @@ enum Op {
     Grow(usize, Vec<u8>, u32, u32),
     Shrink(usize, Vec<u8>, u32),
     Multiple(usize, Vec<u8>, u32, u32),
-    Commit,
-    Abort,
     Nested(Vec<(usize, Vec<u8>, u32, bool)>, bool),
-    Reopen,
 }
 
 fn key() -> impl Strategy<Value = Vec<u8>> {
@@ -101,23 +101,23 @@ fn value(d: usize, n: u32) -> Vec<u8> {
     }
 }
 
-fn op() -> impl Strategy<Value = Op> {
+fn op() -> impl Strategy<Value = Step<Op>> {
     prop_oneof![
-        30 => (0usize..4, key(), 0u32..400, 0u8..4).prop_map(|(d, k, v, f)| Op::Put(d, k, v, f)),
-        10 => (0usize..4, key(), 0u32..400).prop_map(|(d, k, v)| Op::DelPair(d, k, v)),
-        3 => (0usize..4, key()).prop_map(|(d, k)| Op::DelKey(d, k)),
-        2 => (0usize..4, key(), 0u32..5000, 1u32..700).prop_map(|(d, k, s, n)| Op::Grow(d, k, s, n)),
-        3 => (0usize..4, key(), 1u32..8).prop_map(|(d, k, m)| Op::Shrink(d, k, m)),
+        30 => (0usize..4, key(), 0u32..400, 0u8..4).prop_map(|(d, k, v, f)| Step::Data(Op::Put(d, k, v, f))),
+        10 => (0usize..4, key(), 0u32..400).prop_map(|(d, k, v)| Step::Data(Op::DelPair(d, k, v))),
+        3 => (0usize..4, key()).prop_map(|(d, k)| Step::Data(Op::DelKey(d, k))),
+        2 => (0usize..4, key(), 0u32..5000, 1u32..700).prop_map(|(d, k, s, n)| Step::Data(Op::Grow(d, k, s, n))),
+        3 => (0usize..4, key(), 1u32..8).prop_map(|(d, k, m)| Step::Data(Op::Shrink(d, k, m))),
         2 => (0usize..2, key(), 0u32..5000, 1u32..1200)
-            .prop_map(|(f, k, s, n)| Op::Multiple(FIXED[f].0, k, s, n)),
-        4 => Just(Op::Commit),
-        1 => Just(Op::Abort),
+            .prop_map(|(f, k, s, n)| Step::Data(Op::Multiple(FIXED[f].0, k, s, n))),
+        4 => Just(Step::Commit),
+        1 => Just(Step::Abort),
         2 => (
             proptest::collection::vec((0usize..4, key(), 0u32..400, any::<bool>()), 0..20),
             any::<bool>()
         )
-            .prop_map(|(v, c)| Op::Nested(v, c)),
-        1 => Just(Op::Reopen),
+            .prop_map(|(v, c)| Step::Data(Op::Nested(v, c))),
+        1 => Just(Step::Reopen),
     ]
 }
 
@@ -333,17 +333,8 @@ fn verify(env: &Env, dbs: &[Database], model: &Model) {
     verify_txn(&env.read_txn().unwrap(), dbs, model);
 }
 
-fn run(ops: Vec<Op>) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut committed: Model = vec![Set::new(); ORDERS.len()];
-    let mut ops = ops.into_iter();
-    loop {
-        let (env, dbs) = open(dir.path());
-        verify(&env, &dbs, &committed);
-        if !session(&env, &dbs, &mut ops, &mut committed) {
-            break;
-        }
-    }
+fn run(ops: Vec<Step<Op>>) {
+    model_runner::run(ops, vec![Set::new(); ORDERS.len()], open, verify);
 }
 
 /// One put through the API and the model, with put flag choice `f`.
@@ -409,26 +400,20 @@ fn del_pair(
     );
 }
 
-/// Runs ops until a Reopen (returns true) or the end (false), with one write txn open.
-fn session(
-    env: &Env,
-    dbs: &[Database],
-    ops: &mut impl Iterator<Item = Op>,
-    committed: &mut Model,
-) -> bool {
-    let mut pending = committed.clone();
-    let mut txn = env.write_txn().unwrap();
-    for op in ops.by_ref() {
-        match op {
-            Op::Put(d, k, n, f) => put(&mut txn, dbs, &mut pending, d, &k, n, f),
-            Op::DelPair(d, k, n) => del_pair(&mut txn, dbs, &mut pending, d, &k, &value(d, n)),
+impl DataOp for Op {
+    type Model = Model;
+
+    fn apply(self, txn: &mut RwTxn<'_>, dbs: &[Database], pending: &mut Model) {
+        match self {
+            Op::Put(d, k, n, f) => put(txn, dbs, pending, d, &k, n, f),
+            Op::DelPair(d, k, n) => del_pair(txn, dbs, pending, d, &k, &value(d, n)),
             Op::DelKey(d, k) => {
                 let had = pending[d].remove(&k).is_some();
                 assert_eq!(txn.delete(dbs[d], &k).unwrap(), had);
             }
             Op::Grow(d, k, s, n) => {
                 for i in 0..n {
-                    put(&mut txn, dbs, &mut pending, d, &k, s + i, 0);
+                    put(txn, dbs, pending, d, &k, s + i, 0);
                 }
                 assert_eq!(
                     txn.count(dbs[d], &k).unwrap(),
@@ -442,7 +427,7 @@ fn session(
                     .unwrap_or_default();
                 for (i, v) in vals.iter().enumerate() {
                     if !(i as u32).is_multiple_of(keep) {
-                        del_pair(&mut txn, dbs, &mut pending, d, &k, v);
+                        del_pair(txn, dbs, pending, d, &k, v);
                     }
                 }
             }
@@ -463,18 +448,6 @@ fn session(
                     .unwrap();
                 assert_eq!(got, added);
             }
-            Op::Commit => {
-                txn.commit().unwrap();
-                *committed = pending.clone();
-                verify(env, dbs, committed);
-                txn = env.write_txn().unwrap();
-            }
-            Op::Abort => {
-                txn.abort();
-                pending = committed.clone();
-                verify(env, dbs, committed);
-                txn = env.write_txn().unwrap();
-            }
             Op::Nested(changes, keep) => {
                 let mut child = txn.nested().unwrap();
                 let mut after = pending.clone();
@@ -487,7 +460,7 @@ fn session(
                 }
                 if keep {
                     child.commit().unwrap();
-                    pending = after;
+                    *pending = after;
                 } else {
                     child.abort();
                 }
@@ -496,17 +469,8 @@ fn session(
                     assert!(got == pairs(d, m), "db {d} after nested");
                 }
             }
-            Op::Reopen => {
-                txn.commit().unwrap();
-                *committed = pending;
-                return true;
-            }
         }
     }
-    txn.commit().unwrap();
-    *committed = pending;
-    verify(env, dbs, committed);
-    false
 }
 
 proptest! {

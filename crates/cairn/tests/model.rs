@@ -3,7 +3,10 @@
 //! runs after every commit. Durable mode writes pages with pwrite; lazy mode (by default) writes
 //! them in place through the writable map: both run.
 
-use cairn::{Database, DbFlags, Durability, Env, PutFlags};
+mod model_runner;
+
+use cairn::{Database, DbFlags, Durability, Env, PutFlags, RwTxn};
+use model_runner::{DataOp, Step};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -13,10 +16,7 @@ type Model = Vec<BTreeMap<Vec<u8>, Vec<u8>>>;
 enum Op {
     Put(usize, Vec<u8>, Vec<u8>),
     Del(usize, Vec<u8>),
-    Commit,
-    Abort,
     Nested(Vec<(usize, Vec<u8>, Option<Vec<u8>>)>, bool),
-    Reopen,
 }
 
 fn key() -> impl Strategy<Value = Vec<u8>> {
@@ -34,15 +34,15 @@ fn value() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
-fn op() -> impl Strategy<Value = Op> {
+fn op() -> impl Strategy<Value = Step<Op>> {
     prop_oneof![
-        30 => (0usize..3, key(), value()).prop_map(|(d, k, v)| Op::Put(d, k, v)),
-        10 => (0usize..3, key()).prop_map(|(d, k)| Op::Del(d, k)),
-        4 => Just(Op::Commit),
-        1 => Just(Op::Abort),
+        30 => (0usize..3, key(), value()).prop_map(|(d, k, v)| Step::Data(Op::Put(d, k, v))),
+        10 => (0usize..3, key()).prop_map(|(d, k)| Step::Data(Op::Del(d, k))),
+        4 => Just(Step::Commit),
+        1 => Just(Step::Abort),
         2 => (proptest::collection::vec((0usize..3, key(), proptest::option::of(value())), 0..20), any::<bool>())
-            .prop_map(|(v, c)| Op::Nested(v, c)),
-        1 => Just(Op::Reopen),
+            .prop_map(|(v, c)| Step::Data(Op::Nested(v, c))),
+        1 => Just(Step::Reopen),
     ]
 }
 
@@ -91,30 +91,15 @@ fn verify(env: &Env, dbs: &[Database], model: &Model) {
     assert!(rep.is_ok(), "checker: {:?}", rep.problems);
 }
 
-fn run(ops: Vec<Op>, mode: Durability) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut committed: Model = vec![BTreeMap::new(); 3];
-    let mut ops = ops.into_iter();
-    loop {
-        let (env, dbs) = open(dir.path(), mode);
-        verify(&env, &dbs, &committed);
-        if !session(&env, &dbs, &mut ops, &mut committed) {
-            break;
-        }
-    }
+fn run(ops: Vec<Step<Op>>, mode: Durability) {
+    model_runner::run(ops, vec![BTreeMap::new(); 3], |p| open(p, mode), verify);
 }
 
-/// Runs ops until a Reopen (returns true) or the end (false), with one write txn open.
-fn session(
-    env: &Env,
-    dbs: &[Database],
-    ops: &mut impl Iterator<Item = Op>,
-    committed: &mut Model,
-) -> bool {
-    let mut pending = committed.clone();
-    let mut txn = env.write_txn().unwrap();
-    for op in ops.by_ref() {
-        match op {
+impl DataOp for Op {
+    type Model = Model;
+
+    fn apply(self, txn: &mut RwTxn<'_>, dbs: &[Database], pending: &mut Model) {
+        match self {
             Op::Put(d, k, v) => {
                 txn.put(dbs[d], &k, &v, PutFlags::empty()).unwrap();
                 assert_eq!(txn.get(dbs[d], &k).unwrap(), Some(&v[..]));
@@ -125,18 +110,6 @@ fn session(
                     txn.delete(dbs[d], &k).unwrap(),
                     pending[d].remove(&k).is_some()
                 );
-            }
-            Op::Commit => {
-                txn.commit().unwrap();
-                *committed = pending.clone();
-                verify(env, dbs, committed);
-                txn = env.write_txn().unwrap();
-            }
-            Op::Abort => {
-                txn.abort();
-                pending = committed.clone();
-                verify(env, dbs, committed);
-                txn = env.write_txn().unwrap();
             }
             Op::Nested(changes, keep) => {
                 let mut child = txn.nested().unwrap();
@@ -155,7 +128,7 @@ fn session(
                 }
                 if keep {
                     child.commit().unwrap();
-                    pending = after;
+                    *pending = after;
                 } else {
                     child.abort();
                 }
@@ -168,17 +141,8 @@ fn session(
                     assert_eq!(got, m.keys().cloned().collect::<Vec<_>>());
                 }
             }
-            Op::Reopen => {
-                txn.commit().unwrap();
-                *committed = pending;
-                return true;
-            }
         }
     }
-    txn.commit().unwrap();
-    *committed = pending;
-    verify(env, dbs, committed);
-    false
 }
 
 proptest! {

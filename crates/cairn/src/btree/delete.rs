@@ -233,9 +233,11 @@ pub(crate) fn rebalance<W: PageWriter + ?Sized>(
         }
         nodes.append(&mut right);
         build_page_in(w.page_mut(lpg)?, kind, hint, &nodes)?;
+        super::debug_assert_built(w, lpg, kind, nodes.len());
         w.free(rpg, 1)?;
         count_page(rec, kind, -1);
         PageMut::new(w.page_mut(parent)?).remove(ri);
+        debug_assert_eq!(tree_page(w, parent).map(|p| p.nkeys()).ok(), Some(pn - 1));
         path.pop();
         pg = parent;
     }

@@ -30,37 +30,49 @@ pub enum Outcome {
     Exists,
 }
 
-/// Inserts or replaces `key` with a value of `vlen` bytes copied from `val` (or left zeroed
-/// for the caller to fill, when `val` is None: RESERVE).
+/// The value of a node to put: `len` bytes copied from `bytes` (or left zeroed for the caller
+/// to fill, when `bytes` is None: RESERVE), stored with node flags `flags` (NF_DUPS or
+/// NF_SUBTREE for sorted duplicates, whose value is always small enough to stay inline; else
+/// 0).
+#[derive(Clone, Copy, Debug)]
+pub struct NewValue<'a> {
+    /// The bytes, or None for a zeroed value of `len` bytes.
+    pub bytes: Option<&'a [u8]>,
+    /// The value's length.
+    pub len: usize,
+    /// The node's NF_* flags.
+    pub flags: u8,
+}
+
+impl<'a> NewValue<'a> {
+    /// A plain value: these bytes.
+    pub fn of(bytes: &'a [u8]) -> NewValue<'a> {
+        NewValue {
+            bytes: Some(bytes),
+            len: bytes.len(),
+            flags: 0,
+        }
+    }
+
+    /// These bytes, as a node with flags `flags`.
+    pub fn with_flags(bytes: &'a [u8], flags: u8) -> NewValue<'a> {
+        NewValue {
+            flags,
+            ..NewValue::of(bytes)
+        }
+    }
+}
+
+/// Inserts or replaces `key` with the value `val`.
 pub fn put<W: PageWriter + ?Sized>(
     w: &mut W,
     rec: &mut DbRecord,
     cmp: &KeyCmp,
     key: &[u8],
-    val: Option<&[u8]>,
-    vlen: usize,
+    val: NewValue<'_>,
     mode: Mode,
 ) -> Result<Outcome> {
-    put_node(w, rec, cmp, key, val, vlen, mode, 0)
-}
-
-/// `put` of a node with flags `nflags` (NF_DUPS or NF_SUBTREE for sorted duplicates: such a
-/// value is always small enough to stay inline).
-#[allow(
-    clippy::too_many_arguments,
-    reason = "put's arguments plus the node flags"
-)]
-pub fn put_node<W: PageWriter + ?Sized>(
-    w: &mut W,
-    rec: &mut DbRecord,
-    cmp: &KeyCmp,
-    key: &[u8],
-    val: Option<&[u8]>,
-    vlen: usize,
-    mode: Mode,
-    nflags: u8,
-) -> Result<Outcome> {
-    put_landing(w, rec, cmp, key, val, (vlen, nflags), mode).map(|(o, _)| o)
+    put_landing(w, rec, cmp, key, val, mode).map(|(o, _)| o)
 }
 
 /// Makes the path to the leaf where `key` is or would be writable (copy-on-write, as the
@@ -81,18 +93,21 @@ pub fn touch_leaf<W: PageWriter + ?Sized>(
     Ok(Some((pg, i, exact)))
 }
 
-/// `put_node` (the value's length and node flags as `vl`), also returning the (dirty) leaf
-/// that holds the key afterwards and the key's slot there, when no page was split: a hint for
-/// [`put_in_leaf`].
+/// [`put`], also returning the (dirty) leaf that holds the key afterwards and the key's slot
+/// there, when no page was split: a hint for [`put_in_leaf`].
 pub fn put_landing<W: PageWriter + ?Sized>(
     w: &mut W,
     rec: &mut DbRecord,
     cmp: &KeyCmp,
     key: &[u8],
-    val: Option<&[u8]>,
-    (vlen, nflags): (usize, u8),
+    val: NewValue<'_>,
     mode: Mode,
 ) -> Result<(Outcome, Option<(u64, usize)>)> {
+    let NewValue {
+        bytes: val,
+        len: vlen,
+        flags: nflags,
+    } = val;
     let ps = w.page_size();
     let hint = hinted(cmp);
     if rec.root == 0 {
@@ -163,9 +178,7 @@ pub fn put_landing<W: PageWriter + ?Sized>(
     let (flags, stored): (u8, &[u8]) = if format::value_inline(ps, key.len(), vlen) {
         (nflags, val.unwrap_or(&[]))
     } else if nflags != 0 {
-        return Err(Error::corrupted(
-            "duplicate set too large for its node (internal)",
-        ));
+        return Err(Error::internal("duplicate set too large for its node"));
     } else {
         let span = format::overflow_pages(ps, vlen);
         let opg = w.alloc(span)?;
@@ -216,7 +229,6 @@ pub fn put_landing<W: PageWriter + ?Sized>(
 /// in that leaf, whatever the separators above say (each branch covers an interval of keys),
 /// so the check needs the leaf alone. Inserting there changes neither the leaf's first key
 /// nor any separator, so the tree above stays as it is.
-#[allow(clippy::too_many_arguments, reason = "put's arguments plus the hint")]
 pub fn put_in_leaf<W: PageWriter + ?Sized>(
     w: &mut W,
     rec: &mut DbRecord,
@@ -348,6 +360,10 @@ pub(crate) fn split<W: PageWriter + ?Sized>(
         }
         nodes.insert(at, node.as_in());
         let m = split_point(&nodes, at, ps, append);
+        debug_assert!(
+            0 < m && m < nodes.len(),
+            "a split leaves both halves non-empty"
+        );
         let mut right = nodes.split_off(m);
         // The separator: on leaves the shortest key between the halves (bytewise order), on
         // branches the middle key moves up and the right page's first slot keeps no key.
@@ -366,6 +382,8 @@ pub(crate) fn split<W: PageWriter + ?Sized>(
         build_page_in(w.page_mut(pg)?, kind, hint, &nodes)?;
         let rpg = w.alloc(1)?;
         build_page_in(w.page_mut(rpg)?, kind, hint, &right)?;
+        super::debug_assert_built(w, pg, kind, nodes.len());
+        super::debug_assert_built(w, rpg, kind, right.len());
         count_page(rec, kind, 1);
         let up = OwnedNode {
             flags: 0,
@@ -384,6 +402,7 @@ pub(crate) fn split<W: PageWriter + ?Sized>(
                     vlen: 8,
                 };
                 build_page(w.page_mut(root)?, KIND_BRANCH, hint, &[left, up])?;
+                super::debug_assert_built(w, root, KIND_BRANCH, 2);
                 count_page(rec, KIND_BRANCH, 1);
                 rec.root = root;
                 rec.depth += 1;

@@ -11,8 +11,9 @@
 
 pub mod cursor;
 pub mod delete;
-pub mod dupcursor;
-pub mod dups;
+pub mod dup;
+pub mod dup_cursor;
+pub mod free;
 pub mod insert;
 pub mod packed;
 pub mod search;
@@ -170,9 +171,7 @@ pub(crate) fn touch_path<W: PageWriter + ?Sized>(
 ) -> Result<u64> {
     let first = if path.len == 0 { leaf } else { path.at(0).0 };
     if first != rec.root {
-        return Err(Error::corrupted(
-            "search path does not start at the root (internal)",
-        ));
+        return Err(Error::internal("search path does not start at the root"));
     }
     let mut parent = None;
     for k in 0..path.len {
@@ -352,7 +351,7 @@ pub(crate) fn build_page_in(
     let mut pm = format::PageMut::init(b, kind, hinted);
     for (i, n) in nodes.iter().enumerate() {
         if !pm.insert(i, n)? {
-            return Err(Error::corrupted("rebuilt page overflows (internal)"));
+            return Err(Error::internal("rebuilt page overflows"));
         }
     }
     pm.refresh_prefix()
@@ -361,6 +360,22 @@ pub(crate) fn build_page_in(
 /// Whether pages of a tree with this order keep prefixes and hints.
 pub fn hinted(cmp: &KeyCmp) -> bool {
     matches!(cmp, KeyCmp::Bytes)
+}
+
+/// Debug builds only: page `pg`, just rebuilt by a split, merge or rebalance, reads back as a
+/// tree page of `kind` holding `n` nodes (what the rebuild wrote, whatever the tree held
+/// before, so a damaged tree cannot trip it).
+#[inline]
+pub(crate) fn debug_assert_built<S: PageSource + ?Sized>(src: &S, pg: u64, kind: u8, n: usize) {
+    if cfg!(debug_assertions) {
+        let p = tree_page(src, pg);
+        debug_assert!(
+            p.as_ref()
+                .is_ok_and(|p| p.is_leaf() == (kind == format::KIND_LEAF) && p.nkeys() == n),
+            "page {pg} as rebuilt: {:?}, expected kind {kind} with {n} nodes",
+            p.map(|p| (p.is_leaf(), p.nkeys()))
+        );
+    }
 }
 
 /// Adjusts the page counters of a record when a page of `kind` is added or removed.

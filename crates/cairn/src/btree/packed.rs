@@ -85,9 +85,7 @@ pub fn put<W: PageWriter + ?Sized>(
 ) -> Result<Outcome> {
     let size = value_size(sub);
     if size == 0 || val.len() != size {
-        return Err(Error::corrupted(
-            "packed sub-tree put of a wrong size (internal)",
-        ));
+        return Err(Error::internal("packed sub-tree put of a wrong size"));
     }
     if sub.root == 0 {
         let pg = w.alloc(1)?;
@@ -162,7 +160,7 @@ fn split<W: PageWriter + ?Sized>(
     } else {
         n.div_ceil(2)
     };
-    let internal = || Error::corrupted("packed leaf split overflows (internal)");
+    let internal = || Error::internal("packed leaf split overflows");
     let mut lm = PackedLeafMut::new(w.page_mut(pg)?);
     lm.truncate(0);
     if !lm.append(&all[..m * size])? {
@@ -284,7 +282,7 @@ fn rebalance<W: PageWriter + ?Sized>(
             .copy_from_slice(&lpg.to_le_bytes());
     }
     if !PackedLeafMut::new(w.page_mut(lpg)?).append(&rvals)? {
-        return Err(Error::corrupted("packed leaf merge overflows (internal)"));
+        return Err(Error::internal("packed leaf merge overflows"));
     }
     w.free(rpg, 1)?;
     count_page(sub, KIND_LEAF, -1);

@@ -98,8 +98,8 @@ pub fn get<'a, S: PageSource + ?Sized>(
         Some((_, p, i, true)) => {
             let n = p.node(i)?;
             if n.is_dups() {
-                let fixed = super::dups::DupOrder::of(rec.flags).fixed;
-                return Ok(Some(super::dups::first_value(src, &n, fixed)?));
+                let fixed = super::dup::DupOrder::of(rec.flags).fixed;
+                return Ok(Some(super::dup::first_value(src, &n, fixed)?));
             }
             Ok(Some(node_value(src, &n)?))
         }

@@ -258,7 +258,7 @@ pub fn dupset_remove(
 }
 
 /// In-place changes of a node's value area, for inline sets that grow and shrink in their
-/// leaf (the page layout is format.rs's).
+/// leaf (the page layout is format/page.rs's).
 impl PageMut<'_> {
     /// Grows the value area of leaf node `i` (not on overflow pages) to `new_len` bytes in
     /// place, keeping its bytes; the added bytes, at its end, are the caller's to fill (through
@@ -272,7 +272,7 @@ impl PageMut<'_> {
             (n.key.len(), n.vlen as usize, n.flags)
         };
         if flags & NF_BIG != 0 || new_len < vlen || new_len > u16::MAX as usize {
-            return Err(Error::corrupted("a value area grown in place (internal)"));
+            return Err(Error::internal("a value area grown in place"));
         }
         let d = new_len - vlen;
         if d == 0 {
@@ -288,7 +288,7 @@ impl PageMut<'_> {
         let upper = self.upper();
         let end = off + NODE_HDR + klen + vlen;
         if off < upper || end > self.b.len() {
-            return Err(Error::corrupted("node offset (internal)"));
+            return Err(Error::internal("node offset"));
         }
         self.b.copy_within(upper..end, upper - d);
         for j in 0..self.nkeys() {
@@ -311,7 +311,7 @@ impl PageMut<'_> {
             (n.vlen as usize, n.flags)
         };
         if flags & NF_BIG != 0 || new_len > vlen {
-            return Err(Error::corrupted("a value area shrunk in place (internal)"));
+            return Err(Error::internal("a value area shrunk in place"));
         }
         self.set_node_vlen(i, flags, new_len as u32);
         Ok(())
@@ -357,7 +357,7 @@ impl<'b> DupSetBuilder<'b> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    // The page helpers of format.rs's tests.
+    // The page helpers of format/mod.rs's tests.
     use crate::format::tests::{contents, leaf, node_in};
     use crate::format::{Page, NODE_HDR, SLOT, SLOTS_AT};
 

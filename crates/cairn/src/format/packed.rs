@@ -243,7 +243,7 @@ impl<'a> PackedLeafMut<'a> {
     pub fn insert(&mut self, i: usize, v: &[u8]) -> Result<bool> {
         let (n, sz) = (self.len(), self.size());
         if v.len() != sz || i > n {
-            return Err(Error::corrupted("packed insert of a wrong size (internal)"));
+            return Err(Error::internal("packed insert of a wrong size"));
         }
         if (n + 1) * sz > self.b.len() - PACKED_AT {
             return Ok(false);
@@ -274,7 +274,7 @@ impl<'a> PackedLeafMut<'a> {
     pub fn append(&mut self, vals: &[u8]) -> Result<bool> {
         let (n, sz) = (self.len(), self.size());
         if !vals.len().is_multiple_of(sz) {
-            return Err(Error::corrupted("packed append of a wrong size (internal)"));
+            return Err(Error::internal("packed append of a wrong size"));
         }
         let end = PACKED_AT + n * sz;
         if end + vals.len() > self.b.len() {

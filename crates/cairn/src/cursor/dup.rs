@@ -5,12 +5,13 @@
 //! see one value per key and `*_NODUP` are `next`/`prev`; the `*_MULTIPLE` operations need
 //! DUP_FIXED and fail with `Error::Invalid` otherwise.
 
-use crate::btree::dupcursor::DupPos;
+use crate::btree::dup_cursor::DupPos;
 use crate::btree::PageSource;
 use crate::cursor::Cursor;
-use crate::db::DbFlags;
+use crate::db::{Database, DbFlags};
 use crate::error::{Error, Result};
 use crate::format::{DbRecord, KeyCmp, Leaf};
+use crate::txn::{RoTxn, RwTxn};
 
 type Entry<'t> = Option<(&'t [u8], &'t [u8])>;
 
@@ -18,6 +19,40 @@ type Entry<'t> = Option<(&'t [u8], &'t [u8])>;
     clippy::should_implement_trait,
     reason = "LMDB's cursor vocabulary; the iterators are Iter and DupIter"
 )]
+impl RoTxn<'_> {
+    /// Iterates over the values of `key` in value order (`.rev()` for descending order);
+    /// empty if the key is absent.
+    ///
+    /// ```
+    /// use cairn::{DbFlags, Env, PutFlags};
+    /// let dir = tempfile::tempdir()?;
+    /// let env = Env::open(dir.path())?;
+    /// let mut w = env.write_txn()?;
+    /// let tags = w.create_db(Some("tags"), DbFlags::CREATE | DbFlags::DUP_SORT)?;
+    /// for t in ["rust", "db", "mmap"] {
+    ///     w.put(tags, b"post1", t.as_bytes(), PutFlags::empty())?;
+    /// }
+    /// w.commit()?;
+    /// let r = env.read_txn()?;
+    /// assert_eq!(r.count(tags, b"post1")?, 3);
+    /// let vals: Vec<&[u8]> = r.iter_dup(tags, b"post1")?.collect::<cairn::Result<_>>()?;
+    /// assert_eq!(vals, [&b"db"[..], b"mmap", b"rust"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn iter_dup(&self, db: Database, key: &[u8]) -> Result<DupIter<'_>> {
+        let (rec, cmp) = self.db(db)?;
+        DupIter::new(self.snapshot(), rec, &cmp, key)
+    }
+}
+
+impl RwTxn<'_> {
+    /// Iterates over the values of `key` as this transaction sees them.
+    pub fn iter_dup(&self, db: Database, key: &[u8]) -> Result<DupIter<'_>> {
+        let (rec, cmp) = self.db_ro(db)?;
+        DupIter::new(self, rec, &cmp, key)
+    }
+}
+
 impl<'t> Cursor<'t> {
     fn after(&mut self, moved: bool) -> Result<Entry<'t>> {
         if moved {

@@ -7,7 +7,7 @@
 //! after every move of the main position), and for `At::Tree` the sub-position is set.
 
 use super::cursor::Position;
-use super::dups::{form, is_dupsort, DupOrder, Form};
+use super::dup::{form, is_dupsort, DupOrder, Form};
 use super::{node_value, tree_page, PageSource};
 use crate::error::{Error, Result};
 use crate::format::{DbRecord, DupSet, KeyCmp, Leaf, Page, NF_DUPS, NF_SUBTREE};

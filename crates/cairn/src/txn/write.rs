@@ -1,313 +1,19 @@
-//! Transactions. A read transaction is a registered snapshot: reads go straight to the map. A
-//! write transaction owns the writer state, keeps copies of the pages it changes ("dirty"
-//! pages, at new page numbers: copy-on-write), and is published by `commit` (commit.rs).
-//!
-//! Invariants:
-//! - A write transaction never writes to a page that any snapshot can reach: it changes only
-//!   dirty pages, which it allocated from reusable pages or past the high-water mark.
-//! - Nested transactions keep an undo record per level: the first change a child makes to a
-//!   dirty page saves the page's prior image (or its absence), and the free set, records and
-//!   high-water mark are restored from the level's mark on abort.
+//! Write transactions: the writer state, the dirty pages (copies of the pages changed, at new
+//! page numbers), puts, deletes and databases, and the page writer the B+tree writes through.
 
 use crate::alloc::FreeState;
 use crate::btree::{self, PageSource, PageWriter};
-use crate::db::{Database, DbFlags, DbView, PutFlags, Stat};
-use crate::env::{Env, WriterState};
+use crate::catalog::{catalog_lookup, catalog_names};
+
+use crate::db::{Database, DbFlags, PutFlags, Stat};
 use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, KeyCmp, Meta};
-use crate::os::MapPages;
-use crate::storage::Storage;
+use crate::pagebuf::PageBuf;
+use crate::pageset::PageMap;
+use crate::state::{DbView, Env, WriterState};
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
-/// A hasher for page numbers (they are already well spread; SipHash would dominate lookups).
-#[derive(Default)]
-pub(crate) struct PgnoHasher(u64);
-impl Hasher for PgnoHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (n ^ (n >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-pub(crate) type PageMap<V> = HashMap<u64, V, BuildHasherDefault<PgnoHasher>>;
-
-/// The bytes of a dirty page (or overflow run): a heap buffer, written into the file with
-/// pwrite at commit; or, in a lazy environment that writes in place (`EnvOptions::
-/// map_writes`), the page itself in the writable map, sealed where it lies at commit.
-pub(crate) enum PageBuf {
-    Heap(Box<[u8]>),
-    Map(MapPages),
-}
-
-impl std::ops::Deref for PageBuf {
-    type Target = [u8];
-    #[inline(always)]
-    fn deref(&self) -> &[u8] {
-        match self {
-            PageBuf::Heap(b) => b,
-            PageBuf::Map(m) => m,
-        }
-    }
-}
-
-impl std::ops::DerefMut for PageBuf {
-    #[inline(always)]
-    fn deref_mut(&mut self) -> &mut [u8] {
-        match self {
-            PageBuf::Heap(b) => b,
-            PageBuf::Map(m) => m,
-        }
-    }
-}
-
-/// A committed snapshot over a storage: the read side of every transaction.
-pub(crate) struct Snapshot<'a> {
-    pub storage: &'a dyn Storage,
-    pub meta: Meta,
-    /// Bytes `[0, npages * page_size)` of the storage, taken once (None if the storage was
-    /// shorter then: every read then checks the length itself, and fails). A view, not a
-    /// slice: it also spans free pages, which a writer may be writing in place.
-    pub view: Option<crate::os::MapView<'a>>,
-    /// The storage's verified-page table, looked up once (every page read consults it).
-    verified: &'a crate::storage::VerifiedPages,
-}
-
-impl<'a> Snapshot<'a> {
-    pub(crate) fn new(storage: &'a dyn Storage, meta: Meta) -> Snapshot<'a> {
-        let len = meta
-            .npages
-            .checked_mul(u64::from(meta.page_size))
-            .and_then(|l| usize::try_from(l).ok());
-        let view = len.and_then(|l| storage.view(0, l).ok());
-        Snapshot {
-            storage,
-            meta,
-            view,
-            verified: storage.verified(),
-        }
-    }
-}
-
-impl PageSource for Snapshot<'_> {
-    #[inline]
-    fn page_size(&self) -> usize {
-        self.meta.page_size as usize
-    }
-    #[inline]
-    fn page(&self, pgno: u64) -> Result<&[u8]> {
-        if pgno >= self.meta.npages || pgno == 0 {
-            return Err(Error::corrupted(format!(
-                "page {pgno} outside the snapshot"
-            )));
-        }
-        let ps = self.meta.page_size as usize;
-        if let Some(v) = self.view {
-            // pgno < npages: within the view.
-            let off = pgno as usize * ps;
-            let b = v.slice(off, ps);
-            return crate::storage::checked_pages(
-                self.verified,
-                b,
-                off as u64,
-                pgno,
-                1,
-                self.meta.txnid,
-            );
-        }
-        crate::storage::read_pages(self.storage, ps, pgno, 1, self.meta.txnid)
-    }
-    fn pages(&self, pgno: u64, span: u64) -> Result<&[u8]> {
-        if pgno == 0 || pgno.checked_add(span).is_none_or(|e| e > self.meta.npages) {
-            return Err(Error::corrupted(format!(
-                "pages {pgno}+{span} outside the snapshot"
-            )));
-        }
-        let ps = self.meta.page_size as usize;
-        crate::storage::read_pages(self.storage, ps, pgno, span, self.meta.txnid)
-    }
-}
-
-/// Looks up a named database's record in a catalog.
-pub(crate) fn catalog_lookup<S: PageSource + ?Sized>(
-    src: &S,
-    catalog: &DbRecord,
-    name: &str,
-) -> Result<Option<DbRecord>> {
-    match btree::search::get(src, catalog, &KeyCmp::Bytes, name.as_bytes())? {
-        Some(v) => Ok(Some(DbRecord::decode(v)?)),
-        None => Ok(None),
-    }
-}
-
-/// A read-only transaction: one consistent snapshot for its whole life. `Send`, so it can move
-/// between threads; dropping it ends it.
-pub struct RoTxn<'env> {
-    env: &'env Env,
-    snap: Snapshot<'env>,
-    slot: usize,
-    main_cmp: KeyCmp,
-    cache: RefCell<Vec<Option<(DbRecord, KeyCmp)>>>,
-}
-
-// SAFETY-free note: RoTxn holds only shared references and a RefCell; it is Send because the
-// snapshot's pages never change while its slot is registered (docs/design.md, "Readers").
-
-impl<'env> RoTxn<'env> {
-    pub(crate) fn begin(env: &'env Env) -> Result<RoTxn<'env>> {
-        let storage = &*env.inner.storage;
-        let (slot, meta) = env
-            .inner
-            .shared
-            .begin_read(&|t| crate::env::meta_from_file(storage, t))?;
-        Ok(RoTxn {
-            env,
-            snap: Snapshot::new(&*env.inner.storage, meta),
-            slot,
-            main_cmp: env.inner.db_cmp(0),
-            cache: RefCell::new(Vec::new()),
-        })
-    }
-
-    pub(crate) fn snapshot(&self) -> &Snapshot<'env> {
-        &self.snap
-    }
-
-    /// The transaction id of the snapshot.
-    pub fn id(&self) -> u64 {
-        self.snap.meta.txnid
-    }
-
-    /// Forgets the orders this transaction took from the handle when it first used each
-    /// database, so that an order set since ([`Env::set_key_order`], [`Env::set_dup_order`];
-    /// the C API's mdb_set_compare inside a read transaction) applies to it too.
-    pub fn refresh_orders(&mut self) {
-        self.main_cmp = self.env.inner.db_cmp(0);
-        self.cache.get_mut().clear();
-    }
-
-    pub(crate) fn db(&self, db: Database) -> Result<(DbRecord, KeyCmp)> {
-        // The main database needs no registry lookup: the read path takes no lock.
-        if db.idx == 0 && db.env_id == self.env.inner.id {
-            return Ok((self.snap.meta.main, self.main_cmp.clone()));
-        }
-        // A handle of this environment cached by an earlier call was checked then.
-        if db.env_id == self.env.inner.id {
-            if let Some(Some(hit)) = self.cache.borrow().get(db.idx as usize) {
-                return Ok(hit.clone());
-            }
-        }
-        let idx = self.env.inner.check_db(db)?;
-        let name = self.env.inner.db_name(idx).ok_or(Error::BadDbi)?;
-        let rec =
-            catalog_lookup(&self.snap, &self.snap.meta.catalog, &name)?.ok_or(Error::BadDbi)?;
-        let hit = (rec, self.env.inner.db_cmp(idx));
-        // A user-supplied order that reads through this transaction may hold the cache.
-        if let Ok(mut c) = self.cache.try_borrow_mut() {
-            if c.len() <= idx {
-                c.resize(idx + 1, None);
-            }
-            c[idx] = Some(hit.clone());
-        }
-        Ok(hit)
-    }
-
-    /// The value stored under `key`, borrowed from the map for the transaction's life.
-    pub fn get(&self, db: Database, key: &[u8]) -> Result<Option<&[u8]>> {
-        // The hot path reads the record and order in place (no clone): the main database, or
-        // one cached by an earlier call.
-        if db.env_id == self.env.inner.id {
-            if db.idx == 0 {
-                return btree::search::get(&self.snap, &self.snap.meta.main, &self.main_cmp, key);
-            }
-            if let Ok(c) = self.cache.try_borrow() {
-                if let Some(Some((rec, cmp))) = c.get(db.idx as usize) {
-                    return btree::search::get(&self.snap, rec, cmp, key);
-                }
-            }
-        }
-        let (rec, cmp) = self.db(db)?;
-        btree::search::get(&self.snap, &rec, &cmp, key)
-    }
-
-    /// Opens an existing named database (None: the main database).
-    pub fn open_db(&self, name: Option<&str>) -> Result<Database> {
-        let Some(name) = name else {
-            return Ok(self.env.main_db());
-        };
-        match catalog_lookup(&self.snap, &self.snap.meta.catalog, name)? {
-            Some(rec) => self
-                .env
-                .inner
-                .register_db(name, DbFlags::from_bits_retain(u32::from(rec.flags))),
-            None => Err(Error::DbNotFound {
-                name: name.to_string(),
-            }),
-        }
-    }
-
-    /// Statistics of a database.
-    pub fn stat(&self, db: Database) -> Result<Stat> {
-        let (rec, _) = self.db(db)?;
-        Ok(Stat::of(&rec, self.snap.meta.page_size))
-    }
-
-    /// A cursor over a database.
-    pub fn cursor(&self, db: Database) -> Result<crate::Cursor<'_>> {
-        let (rec, cmp) = self.db(db)?;
-        let mut c = crate::Cursor::new(&self.snap, rec, cmp);
-        c.custom_dup_order(&self.env.inner, db, &rec)?;
-        Ok(c)
-    }
-
-    /// Iterates over all entries in key order (`.rev()` for descending order).
-    pub fn iter(&self, db: Database) -> Result<crate::Iter<'_>> {
-        let (rec, cmp) = self.db(db)?;
-        crate::Iter::new(&self.snap, rec, cmp, ..)?.custom_dup_order(&self.env.inner, db)
-    }
-
-    /// Iterates over the entries whose keys fall in `range`.
-    pub fn range<'k, R: std::ops::RangeBounds<&'k [u8]>>(
-        &self,
-        db: Database,
-        range: R,
-    ) -> Result<crate::Iter<'_>> {
-        let (rec, cmp) = self.db(db)?;
-        crate::Iter::new(&self.snap, rec, cmp, range)?.custom_dup_order(&self.env.inner, db)
-    }
-
-    /// The names of the named databases, in order.
-    pub fn db_names(&self) -> Result<Vec<String>> {
-        crate::db::catalog_names(&self.snap, &self.snap.meta.catalog)
-    }
-
-    /// Walks the whole snapshot and checks every invariant (see [`crate::check`]).
-    pub fn check(&self) -> Result<crate::check::Report> {
-        crate::check::check(&self.snap, &self.env.inner)
-    }
-
-    /// Writes a copy of this snapshot to `path` (a new data file; see [`Env::copy_to`]).
-    pub fn copy_to_file(&self, path: &std::path::Path, compact: bool) -> Result<()> {
-        crate::copy::copy(self, path, compact)
-    }
-
-    pub(crate) fn env(&self) -> &'env Env {
-        self.env
-    }
-}
-
-impl Drop for RoTxn<'_> {
-    fn drop(&mut self) {
-        self.env.inner.shared.end_read(self.slot);
-    }
-}
+use super::nested::Frame;
 
 /// One database as seen by a write transaction.
 #[derive(Clone, Debug)]
@@ -320,17 +26,6 @@ pub(crate) struct TxnDb {
     /// holds, `db_state_for` returns them without the registry lookup and the stamping, which
     /// cost more than an overwrite in a dirty leaf.
     pub fast: Option<(u64, KeyCmp, DbFlags)>,
-}
-
-/// Undo record of one nesting level.
-pub(crate) struct Frame {
-    saved: PageMap<Option<Box<[u8]>>>,
-    free_mark: usize,
-    npages: u64,
-    dbs: Vec<Option<TxnDb>>,
-    catalog: DbRecord,
-    freed_clean: usize,
-    changed: bool,
 }
 
 /// A write transaction. Only one exists at a time (a second `write_txn` waits). Dropping it
@@ -363,13 +58,13 @@ pub struct RwTxn<'env> {
     pub(crate) persisting: bool,
     /// New dirty pages are written in place through the map (a lazy environment that can);
     /// cleared for the rest of the transaction when growing the file for one fails.
-    in_place: bool,
+    pub(super) in_place: bool,
     /// Where the last `put` landed, for the next put of the same database to try first.
     put_hint: Option<PutHint>,
     /// Bumped whenever a dirty page may stop being what it was: freed (it can come back as
     /// a page of another tree) or restored by a nested abort. A hint of an older epoch is
     /// never used.
-    dirty_epoch: u64,
+    pub(super) dirty_epoch: u64,
 }
 
 /// The dirty leaf (and slot) the last put of database `idx` landed in. Valid while
@@ -501,7 +196,7 @@ impl<'env> RwTxn<'env> {
     }
 
     /// `db_state` (the order check only with `guard`), plus the database's flags.
-    fn db_state_for(
+    pub(crate) fn db_state_for(
         &mut self,
         db: Database,
         guard: bool,
@@ -602,7 +297,7 @@ impl<'env> RwTxn<'env> {
         hint: Option<(u64, usize)>,
     ) -> Result<Option<(u64, usize)>> {
         let (idx, mut rec, cmp, dbflags) = self.db_state_for(db, true)?;
-        if btree::dups::is_dupsort(&rec) {
+        if btree::dup::is_dupsort(&rec) {
             let val = val.ok_or_else(|| {
                 Error::Invalid("RESERVE is not allowed in a DUP_SORT database".into())
             })?;
@@ -632,7 +327,14 @@ impl<'env> RwTxn<'env> {
         };
         let r = match shortcut {
             Some(done) => Ok(done),
-            None => btree::insert::put_landing(self, &mut rec, &cmp, key, val, (vlen, 0), mode),
+            None => {
+                let val = btree::insert::NewValue {
+                    bytes: val,
+                    len: vlen,
+                    flags: 0,
+                };
+                btree::insert::put_landing(self, &mut rec, &cmp, key, val, mode)
+            }
         };
         // Whatever the descent changed before a failure is the transaction's state now.
         self.set_rec(idx, rec);
@@ -695,7 +397,7 @@ impl<'env> RwTxn<'env> {
         self.put_at(db, key, None, len, flags, None)?;
         let (_, rec, cmp) = self.db_state(db)?;
         debug_assert!(
-            !btree::dups::is_dupsort(&rec),
+            !btree::dup::is_dupsort(&rec),
             "put_at refuses RESERVE there"
         );
         let (pgno, i, exact) = btree::search::find_leaf(self, &rec, &cmp, key)?
@@ -717,8 +419,8 @@ impl<'env> RwTxn<'env> {
     /// existed.
     pub fn delete(&mut self, db: Database, key: &[u8]) -> Result<bool> {
         let (idx, mut rec, cmp) = self.db_state(db)?;
-        let r = if btree::dups::is_dupsort(&rec) {
-            btree::dups::delete_all(self, &mut rec, &cmp, key).map(|n| n > 0)
+        let r = if btree::dup::is_dupsort(&rec) {
+            btree::dup::delete_all(self, &mut rec, &cmp, key).map(|n| n > 0)
         } else {
             btree::delete::delete(self, &mut rec, &cmp, key)
         };
@@ -731,7 +433,7 @@ impl<'env> RwTxn<'env> {
     /// Opens a named database, creating it if `flags` contains [`DbFlags::CREATE`].
     pub fn create_db(&mut self, name: Option<&str>, flags: DbFlags) -> Result<Database> {
         let persistent = flags.persistent();
-        crate::txn_dup::check_db_flags(persistent)?;
+        super::dup::check_db_flags(persistent)?;
         let Some(name) = name else {
             let cur = self.dbs[0].as_ref().expect("main").rec;
             if cur.root == 0
@@ -788,7 +490,7 @@ impl<'env> RwTxn<'env> {
                 Ok(db)
             }
             None if flags.contains(DbFlags::CREATE) => {
-                let count = crate::db::catalog_names(self, &self.catalog)?.len() as u32;
+                let count = catalog_names(self, &self.catalog)?.len() as u32;
                 if count >= self.env.inner.opts.max_dbs {
                     return Err(Error::DbsFull {
                         max: self.env.inner.opts.max_dbs,
@@ -827,7 +529,7 @@ impl<'env> RwTxn<'env> {
     pub fn clear_db(&mut self, db: Database) -> Result<()> {
         // Emptying needs no order: allowed whatever order the database is kept in.
         let (idx, rec, _, _) = self.db_state_for(db, false)?;
-        crate::db::free_tree(self, &rec)?;
+        btree::free::free_tree(self, &rec)?;
         let empty = DbRecord {
             flags: rec.flags,
             ..Default::default()
@@ -852,102 +554,9 @@ impl<'env> RwTxn<'env> {
         Ok(Stat::of(&rec, self.base.page_size))
     }
 
-    /// A read cursor over a database as this transaction sees it.
-    pub fn cursor(&self, db: Database) -> Result<crate::Cursor<'_>> {
-        let (rec, cmp) = self.db_ro(db)?;
-        let mut c = crate::Cursor::new(self, rec, cmp);
-        c.custom_dup_order(&self.env.inner, db, &rec)?;
-        Ok(c)
-    }
-
-    /// A cursor that can also write at its position.
-    pub fn cursor_mut(&mut self, db: Database) -> Result<crate::CursorMut<'_, 'env>> {
-        // Positioning needs no guard; the cursor's writes go through put and delete.
-        self.db_state_for(db, false)?;
-        Ok(crate::CursorMut::new(self, db))
-    }
-
-    /// Iterates over all entries in key order (`.rev()` for descending order).
-    pub fn iter(&self, db: Database) -> Result<crate::Iter<'_>> {
-        let (rec, cmp) = self.db_ro(db)?;
-        crate::Iter::new(self, rec, cmp, ..)?.custom_dup_order(&self.env.inner, db)
-    }
-
-    /// Iterates over the entries whose keys fall in `range`.
-    pub fn range<'k, R: std::ops::RangeBounds<&'k [u8]>>(
-        &self,
-        db: Database,
-        range: R,
-    ) -> Result<crate::Iter<'_>> {
-        let (rec, cmp) = self.db_ro(db)?;
-        crate::Iter::new(self, rec, cmp, range)?.custom_dup_order(&self.env.inner, db)
-    }
-
     /// The names of the named databases as this transaction sees them.
     pub fn db_names(&self) -> Result<Vec<String>> {
-        crate::db::catalog_names(self, &self.catalog)
-    }
-
-    /// Begins a nested transaction: its changes join this one on `commit`, or vanish alone.
-    pub fn nested(&mut self) -> Result<Nested<'_, 'env>> {
-        let frame = Frame {
-            saved: PageMap::default(),
-            free_mark: self.ws().free.mark(),
-            npages: self.npages,
-            dbs: self.dbs.clone(),
-            catalog: self.catalog,
-            freed_clean: self.freed_clean.len(),
-            changed: self.changed,
-        };
-        self.frames.push(frame);
-        Ok(Nested {
-            txn: self,
-            done: false,
-        })
-    }
-
-    fn rollback_frame(&mut self) {
-        self.dirty_epoch += 1;
-        let f = self.frames.pop().expect("frame");
-        for (pgno, old) in f.saved {
-            match (old, self.dirty.get_mut(&pgno)) {
-                // Still in place in the map: its prior image goes back where it lies.
-                (Some(img), Some(PageBuf::Map(m))) if m.len() == img.len() => {
-                    m.copy_from_slice(&img);
-                }
-                (Some(img), _) => {
-                    self.dirty.insert(pgno, PageBuf::Heap(img));
-                }
-                (None, _) => {
-                    self.dirty.remove(&pgno);
-                }
-            }
-        }
-        self.ws().free.rollback(f.free_mark);
-        self.npages = f.npages;
-        self.dbs = f.dbs;
-        self.catalog = f.catalog;
-        self.freed_clean.truncate(f.freed_clean);
-        self.changed = f.changed;
-    }
-
-    fn merge_frame(&mut self) {
-        let f = self.frames.pop().expect("frame");
-        if let Some(parent) = self.frames.last_mut() {
-            for (pgno, old) in f.saved {
-                parent.saved.entry(pgno).or_insert(old);
-            }
-        }
-    }
-
-    #[inline]
-    fn save_for_frame(&mut self, pgno: u64) {
-        if let Some(f) = self.frames.last_mut() {
-            let dirty = &self.dirty;
-            f.saved
-                .entry(pgno)
-                .or_insert_with(|| dirty.get(&pgno).map(|b| Box::from(&b[..])));
-        }
+        catalog_names(self, &self.catalog)
     }
 
     /// Discards every change.
@@ -1049,14 +658,10 @@ impl RwTxn<'_> {
             if off + len > storage.len() && self.ensure_len(off + len).is_err() {
                 self.in_place = false;
             } else {
-                // SAFETY: docs/safety.md §8: these pages were just allocated to this write
-                // transaction, the only one (writer lock): no snapshot reaches them (they
-                // were reusable, or past the last commit's npages) and no other dirty entry
-                // covers them (an allocation hands a page out once until it is freed, and a
-                // freed dirty entry is removed first). The buffer lives in `dirty`, dropped
-                // when the transaction ends, before the environment that owns the storage.
-                if let Some(m) = unsafe { storage.map_pages(off, len) } {
-                    return Some(PageBuf::Map(m));
+                // docs/safety.md §8: these pages were just allocated to this write transaction,
+                // the only one (writer lock), which is `PageBuf::in_map`'s contract.
+                if let Some(b) = PageBuf::in_map(storage, off, len) {
+                    return Some(b);
                 }
             }
         }
@@ -1103,7 +708,7 @@ impl PageWriter for RwTxn<'_> {
         self.dirty
             .get_mut(&pgno)
             .map(|b| &mut b[..])
-            .ok_or_else(|| Error::corrupted(format!("page {pgno} is not writable (internal)")))
+            .ok_or_else(|| Error::internal(format!("page {pgno} is not writable")))
     }
 
     fn alloc(&mut self, span: u64) -> Result<u64> {
@@ -1204,44 +809,5 @@ impl<'env> RwTxn<'env> {
         freed.clear();
         self.freed_clean = freed;
         result
-    }
-}
-
-/// A nested write transaction. Derefs to the parent [`RwTxn`]; `commit` merges its changes
-/// into the parent, dropping it (or `abort`) undoes them.
-pub struct Nested<'p, 'env> {
-    txn: &'p mut RwTxn<'env>,
-    done: bool,
-}
-
-impl Nested<'_, '_> {
-    /// Folds the changes into the parent transaction.
-    pub fn commit(mut self) -> Result<()> {
-        self.txn.merge_frame();
-        self.done = true;
-        Ok(())
-    }
-    /// Undoes the changes.
-    pub fn abort(self) {}
-}
-
-impl<'env> std::ops::Deref for Nested<'_, 'env> {
-    type Target = RwTxn<'env>;
-    fn deref(&self) -> &RwTxn<'env> {
-        self.txn
-    }
-}
-
-impl<'env> std::ops::DerefMut for Nested<'_, 'env> {
-    fn deref_mut(&mut self) -> &mut RwTxn<'env> {
-        self.txn
-    }
-}
-
-impl Drop for Nested<'_, '_> {
-    fn drop(&mut self) {
-        if !self.done {
-            self.txn.rollback_frame();
-        }
     }
 }

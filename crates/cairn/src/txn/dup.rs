@@ -2,8 +2,7 @@
 //! values, and the writes that only DUP_SORT databases have (pair delete, MULTIPLE puts).
 //! `RwTxn::put` and `RwTxn::delete` route DUP_SORT databases here too.
 
-use crate::btree::dups::{self, DupPut};
-use crate::cursor_dup::DupIter;
+use crate::btree::dup::{self, DupPut};
 use crate::db::{Database, DbFlags, PutFlags};
 use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, KeyCmp};
@@ -55,31 +54,7 @@ impl RoTxn<'_> {
     /// DUP_SORT when present).
     pub fn count(&self, db: Database, key: &[u8]) -> Result<u64> {
         let (rec, cmp) = self.db(db)?;
-        dups::count(self.snapshot(), &rec, &cmp, key)
-    }
-
-    /// Iterates over the values of `key` in value order (`.rev()` for descending order);
-    /// empty if the key is absent.
-    ///
-    /// ```
-    /// use cairn::{DbFlags, Env, PutFlags};
-    /// let dir = tempfile::tempdir()?;
-    /// let env = Env::open(dir.path())?;
-    /// let mut w = env.write_txn()?;
-    /// let tags = w.create_db(Some("tags"), DbFlags::CREATE | DbFlags::DUP_SORT)?;
-    /// for t in ["rust", "db", "mmap"] {
-    ///     w.put(tags, b"post1", t.as_bytes(), PutFlags::empty())?;
-    /// }
-    /// w.commit()?;
-    /// let r = env.read_txn()?;
-    /// assert_eq!(r.count(tags, b"post1")?, 3);
-    /// let vals: Vec<&[u8]> = r.iter_dup(tags, b"post1")?.collect::<cairn::Result<_>>()?;
-    /// assert_eq!(vals, [&b"db"[..], b"mmap", b"rust"]);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn iter_dup(&self, db: Database, key: &[u8]) -> Result<DupIter<'_>> {
-        let (rec, cmp) = self.db(db)?;
-        DupIter::new(self.snapshot(), rec, &cmp, key)
+        dup::count(self.snapshot(), &rec, &cmp, key)
     }
 }
 
@@ -87,13 +62,7 @@ impl RwTxn<'_> {
     /// The number of values stored under `key`, as this transaction sees it.
     pub fn count(&self, db: Database, key: &[u8]) -> Result<u64> {
         let (rec, cmp) = self.db_ro(db)?;
-        dups::count(self, &rec, &cmp, key)
-    }
-
-    /// Iterates over the values of `key` as this transaction sees them.
-    pub fn iter_dup(&self, db: Database, key: &[u8]) -> Result<DupIter<'_>> {
-        let (rec, cmp) = self.db_ro(db)?;
-        DupIter::new(self, rec, &cmp, key)
+        dup::count(self, &rec, &cmp, key)
     }
 
     pub(crate) fn put_dup(
@@ -114,16 +83,11 @@ impl RwTxn<'_> {
         };
         let mut scratch = std::mem::take(&mut self.dup_scratch);
         let vcmp = self.env.inner.db_dup_cmp(idx);
-        let r = dups::put_ordered(
-            self,
-            &mut rec,
-            cmp,
-            vcmp.as_ref(),
-            key,
-            val,
-            f,
-            &mut scratch,
-        );
+        let orders = dup::Orders {
+            keys: cmp,
+            values: vcmp.as_ref(),
+        };
+        let r = dup::put_ordered(self, &mut rec, orders, key, val, f, &mut scratch);
         self.dup_scratch = scratch;
         self.set_rec(idx, rec);
         r
@@ -168,7 +132,7 @@ impl RwTxn<'_> {
     /// `value`). Returns whether it existed.
     pub fn delete_pair(&mut self, db: Database, key: &[u8], value: &[u8]) -> Result<bool> {
         let (idx, mut rec, cmp) = self.db_state(db)?;
-        if !dups::is_dupsort(&rec) {
+        if !dup::is_dupsort(&rec) {
             if self.get(db, key)? != Some(value) {
                 return Ok(false);
             }
@@ -176,15 +140,11 @@ impl RwTxn<'_> {
         }
         let mut scratch = std::mem::take(&mut self.dup_scratch);
         let vcmp = self.env.inner.db_dup_cmp(idx);
-        let r = dups::delete_pair_ordered(
-            self,
-            &mut rec,
-            &cmp,
-            vcmp.as_ref(),
-            key,
-            value,
-            &mut scratch,
-        );
+        let orders = dup::Orders {
+            keys: &cmp,
+            values: vcmp.as_ref(),
+        };
+        let r = dup::delete_pair_ordered(self, &mut rec, orders, key, value, &mut scratch);
         self.dup_scratch = scratch;
         if matches!(r, Ok(true)) {
             self.set_rec(idx, rec);

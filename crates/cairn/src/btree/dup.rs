@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::format::{
     self, DbRecord, DupSet, DupSetBuilder, KeyCmp, Node, NF_DUPS, NF_SUBTREE, SUBTREE_REC,
 };
-use insert::Mode;
+use insert::{Mode, NewValue};
 use std::cmp::Ordering;
 
 /// The value order of a DUPSORT database.
@@ -215,15 +215,13 @@ fn write_sub<W: PageWriter + ?Sized>(
     sub: &DbRecord,
 ) -> Result<()> {
     let b = sub.to_bytes();
-    insert::put_node(
+    insert::put(
         w,
         rec,
         kcmp,
         key,
-        Some(&b),
-        SUBTREE_REC,
+        NewValue::with_flags(&b, NF_SUBTREE),
         Mode::Upsert,
-        NF_SUBTREE,
     )?;
     Ok(())
 }
@@ -245,7 +243,7 @@ fn update_sub<W: PageWriter + ?Sized>(
     let mut pm = format::PageMut::new(w.page_mut(pgno)?);
     let area = pm.value_area_mut(i)?;
     if area.len() != SUBTREE_REC {
-        return Err(Error::corrupted("sub-tree node moved (internal)"));
+        return Err(Error::internal("sub-tree node moved"));
     }
     area.copy_from_slice(&sub.to_bytes());
     Ok(())
@@ -275,8 +273,7 @@ fn build_subtree<W: PageWriter + ?Sized>(
             &mut sub,
             &ord.cmp,
             set.get(j)?,
-            Some(&[]),
-            0,
+            NewValue::of(&[]),
             Mode::Append,
         )?;
     }
@@ -287,10 +284,6 @@ fn build_subtree<W: PageWriter + ?Sized>(
 /// sub-tree. `at`, when given, is where `key`'s node sits in a dirty leaf (a plain or
 /// inline-set node): an inline set that fits the page there replaces it in place, since the
 /// key stays and nothing above the leaf changes.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the tree, the pair, the order and the node's place"
-)]
 fn store_set<W: PageWriter + ?Sized>(
     w: &mut W,
     rec: &mut DbRecord,
@@ -312,15 +305,13 @@ fn store_set<W: PageWriter + ?Sized>(
                 return Ok(());
             }
         }
-        insert::put_node(
+        insert::put(
             w,
             rec,
             kcmp,
             key,
-            Some(set),
-            set.len(),
+            NewValue::with_flags(set, NF_DUPS),
             Mode::Upsert,
-            NF_DUPS,
         )?;
         return Ok(());
     }
@@ -336,34 +327,25 @@ fn store_set<W: PageWriter + ?Sized>(
     delete::rebalance(w, rec, kcmp, path, pg, true, 0)
 }
 
-/// Adds the pair `key`/`val` to a DUPSORT tree. Returns whether it was added (false: it was
-/// there already). Keys and values are checked for size by the caller.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the tree, the pair, the options and a buffer"
-)]
-pub fn put<W: PageWriter + ?Sized>(
-    w: &mut W,
-    rec: &mut DbRecord,
-    kcmp: &KeyCmp,
-    key: &[u8],
-    val: &[u8],
-    f: DupPut,
-    scratch: &mut Vec<u8>,
-) -> Result<bool> {
-    put_ordered(w, rec, kcmp, None, key, val, f, scratch)
+/// The orders of a DUPSORT tree: its keys', and a user-supplied order of its values (None:
+/// the flags' order).
+#[derive(Clone, Copy)]
+pub struct Orders<'a> {
+    /// The key order.
+    pub keys: &'a KeyCmp,
+    /// The user's value order, if one is set.
+    pub values: Option<&'a KeyCmp>,
 }
 
-/// [`put`] with a user-supplied value order (`vcmp`; None: the flags' order).
-#[allow(
-    clippy::too_many_arguments,
-    reason = "put's arguments plus the value order"
-)]
+/// Adds the pair `key`/`val` to a DUPSORT tree. Returns whether it was added (false: it was
+/// there already). Keys and values are checked for size by the caller.
 pub fn put_ordered<W: PageWriter + ?Sized>(
     w: &mut W,
     rec: &mut DbRecord,
-    kcmp: &KeyCmp,
-    vcmp: Option<&KeyCmp>,
+    Orders {
+        keys: kcmp,
+        values: vcmp,
+    }: Orders<'_>,
     key: &[u8],
     val: &[u8],
     f: DupPut,
@@ -375,7 +357,7 @@ pub fn put_ordered<W: PageWriter + ?Sized>(
         Some((pg, i, true)) => (pg, i),
         _ => {
             let mode = if f.append { Mode::Append } else { Mode::Upsert };
-            insert::put(w, rec, kcmp, key, Some(val), val.len(), mode)?;
+            insert::put(w, rec, kcmp, key, NewValue::of(val), mode)?;
             return Ok(true);
         }
     };
@@ -434,7 +416,7 @@ pub fn put_ordered<W: PageWriter + ?Sized>(
             // Not in place: the set is read again (the page did not change) and rebuilt.
             let set = match form(w, &tree_page(w, pgno)?.node(i)?, ord.fixed)? {
                 Form::Inline(s) => s,
-                _ => return Err(Error::corrupted("inline value set moved (internal)")),
+                _ => return Err(Error::internal("inline value set moved")),
             };
             let mut bld = DupSetBuilder::new(scratch, set.len() + 1, ord.fixed);
             for j in 0..pos {
@@ -456,7 +438,7 @@ pub fn put_ordered<W: PageWriter + ?Sized>(
             let out = if ord.fixed {
                 packed::put(w, &mut sub, &ord.cmp, val, f.append_dup)
             } else {
-                insert::put(w, &mut sub, &ord.cmp, val, Some(&[]), 0, mode)
+                insert::put(w, &mut sub, &ord.cmp, val, NewValue::of(&[]), mode)
             };
             // The descent copied the sub-tree's path even when nothing was added: the
             // record must follow its new root in every case.
@@ -506,9 +488,7 @@ fn insert_in_place<W: PageWriter + ?Sized>(
     }
     let area = pm.value_area_mut(i)?;
     if area.len() != plan.new || plan.new < plan.old {
-        return Err(Error::corrupted(
-            "inline value set grown in place (internal)",
-        ));
+        return Err(Error::internal("inline value set grown in place"));
     }
     format::dupset_insert(area, plan.n, plan.pos, plan.start, val, fixed);
     Ok(true)
@@ -542,9 +522,7 @@ fn writable_leaf<W: PageWriter + ?Sized>(
     }
     match insert::touch_leaf(w, rec, kcmp, key)? {
         Some((pg, i, true)) => Ok((pg, i)),
-        _ => Err(Error::corrupted(
-            "a key found by a search is gone (internal)",
-        )),
+        _ => Err(Error::internal("a key found by a search is gone")),
     }
 }
 
@@ -562,11 +540,11 @@ fn remove_in_place<W: PageWriter + ?Sized>(
         let v = pm.view();
         let node = v.node(i)?;
         if node.flags & NF_DUPS == 0 {
-            return Err(Error::corrupted("inline value set moved (internal)"));
+            return Err(Error::internal("inline value set moved"));
         }
         let set = DupSet::new(node.val, fixed)?;
         if set.len() < 3 {
-            return Err(Error::corrupted("inline value set shrank (internal)"));
+            return Err(Error::internal("inline value set shrank"));
         }
         (set.len(), set.remove_plan(pos)?)
     };
@@ -583,7 +561,7 @@ fn store_one<W: PageWriter + ?Sized>(
     key: &[u8],
     val: &[u8],
 ) -> Result<()> {
-    insert::put(w, rec, kcmp, key, Some(val), val.len(), Mode::Upsert)?;
+    insert::put(w, rec, kcmp, key, NewValue::of(val), Mode::Upsert)?;
     Ok(())
 }
 
@@ -593,7 +571,7 @@ fn drop_subtree<W: PageWriter + ?Sized>(
     rec: &mut DbRecord,
     sub: &DbRecord,
 ) -> Result<()> {
-    crate::db::free_subtree(w, sub)?;
+    super::free::free_subtree(w, sub)?;
     add_pages(rec, sub, &DbRecord::default());
     Ok(())
 }
@@ -631,40 +609,27 @@ fn shrink<W: PageWriter + ?Sized>(
                 bld.push(p.key(j)?);
             }
             drop_subtree(w, rec, &sub)?;
-            insert::put_node(
-                w,
-                rec,
-                kcmp,
-                key,
-                Some(scratch),
-                size,
-                Mode::Upsert,
-                NF_DUPS,
-            )?;
+            let set = NewValue {
+                bytes: Some(scratch),
+                len: size,
+                flags: NF_DUPS,
+            };
+            insert::put(w, rec, kcmp, key, set, Mode::Upsert)?;
             return Ok(());
         }
     }
     update_sub(w, rec, kcmp, key, at, &sub)
 }
 
-/// Deletes the pair `key`/`val`; false if it was absent (nothing changed then).
-pub fn delete_pair<W: PageWriter + ?Sized>(
-    w: &mut W,
-    rec: &mut DbRecord,
-    kcmp: &KeyCmp,
-    key: &[u8],
-    val: &[u8],
-    scratch: &mut Vec<u8>,
-) -> Result<bool> {
-    delete_pair_ordered(w, rec, kcmp, None, key, val, scratch)
-}
-
-/// [`delete_pair`] with a user-supplied value order (`vcmp`; None: the flags' order).
+/// Deletes the pair `key`/`val` from a DUPSORT tree; false if it was absent (nothing changed
+/// then).
 pub fn delete_pair_ordered<W: PageWriter + ?Sized>(
     w: &mut W,
     rec: &mut DbRecord,
-    kcmp: &KeyCmp,
-    vcmp: Option<&KeyCmp>,
+    Orders {
+        keys: kcmp,
+        values: vcmp,
+    }: Orders<'_>,
     key: &[u8],
     val: &[u8],
     scratch: &mut Vec<u8>,

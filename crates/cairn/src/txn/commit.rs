@@ -13,10 +13,12 @@
 
 use crate::alloc::run_key;
 use crate::btree::{self, PageWriter};
-use crate::env::{verify_commit, Durability};
 use crate::error::{Error, Result};
 use crate::format::{self, KeyCmp, Meta, WrittenRun, META_INLINE_RUNS, META_SLOTS, SECTOR};
-use crate::txn::{PageBuf, RwTxn};
+use crate::options::Durability;
+use crate::pagebuf::PageBuf;
+use crate::recover::verify_commit;
+use crate::txn::RwTxn;
 use std::sync::atomic::Ordering;
 
 const MAX_ROUNDS: usize = 1000;
@@ -74,7 +76,7 @@ impl RwTxn<'_> {
         self.save_catalog().map_err(soft)?;
         // The previous commit's list pages are no longer needed once this one is written.
         let base = self.base.clone();
-        for pg in crate::env::list_pages(&*self.env.inner.storage, &base).map_err(soft)? {
+        for pg in crate::recover::list_pages(&*self.env.inner.storage, &base).map_err(soft)? {
             self.free(pg, 1).map_err(soft)?;
         }
         // Give tail space back.
@@ -102,9 +104,7 @@ impl RwTxn<'_> {
             }
             rounds += 1;
             if rounds > MAX_ROUNDS {
-                return Err(soft(Error::corrupted(
-                    "free list did not converge (internal)",
-                )));
+                return Err(soft(Error::internal("free list did not converge")));
             }
         }
         // Fill the list pages (unused trailing ones stay empty).
@@ -197,7 +197,7 @@ impl RwTxn<'_> {
         // Dropping the transaction hands the writer state back; nothing is left to undo.
         let pool = &mut ws.pool;
         for (_, buf) in self.dirty.drain() {
-            if let crate::txn::PageBuf::Heap(buf) = buf {
+            if let PageBuf::Heap(buf) = buf {
                 if buf.len() == ps as usize && pool.len() < 1024 {
                     pool.push(buf);
                 }
@@ -231,8 +231,7 @@ impl RwTxn<'_> {
                     &mut cat,
                     &KeyCmp::Bytes,
                     name.as_bytes(),
-                    Some(&v),
-                    v.len(),
+                    btree::insert::NewValue::of(&v),
                     btree::insert::Mode::Upsert,
                 )?;
             }
@@ -290,8 +289,7 @@ impl RwTxn<'_> {
                                 &mut rec,
                                 &KeyCmp::Bytes,
                                 &key,
-                                Some(&v),
-                                (v.len(), 0),
+                                btree::insert::NewValue::of(&v),
                                 btree::insert::Mode::Upsert,
                             )?
                             .1;
@@ -325,7 +323,7 @@ impl RwTxn<'_> {
                 self.free_rec = rec;
             }
         }
-        Err(Error::corrupted("free tree did not converge (internal)"))
+        Err(Error::internal("free tree did not converge"))
     }
 
     /// The runs a steady commit lists for recovery to verify: its own pages. An unsteady

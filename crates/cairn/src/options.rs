@@ -1,0 +1,144 @@
+//! Options for opening an environment, and its durability mode.
+
+/// When commits reach the disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Every commit is flushed (one fdatasync) before `commit` returns.
+    #[default]
+    Durable,
+    /// Commits are not flushed; a power loss may lose the latest commits but never corrupts
+    /// the file: pages of the last flushed commit are kept until the next flush.
+    Lazy,
+}
+
+/// Options for opening an environment (see [`Env::options`](crate::Env::options)).
+#[derive(Clone, Debug)]
+pub struct EnvOptions {
+    pub(crate) page_size: usize,
+    pub(crate) max_dbs: u32,
+    pub(crate) max_readers: u32,
+    pub(crate) max_size: Option<u64>,
+    pub(crate) initial_size: u64,
+    pub(crate) durability: Durability,
+    pub(crate) read_only: bool,
+    pub(crate) no_subdir: Option<bool>,
+    pub(crate) sync_bytes: Option<u64>,
+    pub(crate) sync_every: Option<std::time::Duration>,
+    pub(crate) reserve: u64,
+    pub(crate) reserve_set: bool,
+    pub(crate) map_writes: bool,
+}
+
+/// Default of [`EnvOptions::sync_every`]: in lazy mode, the first commit a second or more after
+/// the last flush flushes, so a power loss loses about the last second of commits at most.
+/// Time, not bytes written: a flush writes every page changed since the previous one and pins
+/// the flushed snapshot's pages until the next, so flushing after a fixed amount of writing
+/// taxed heavy writers most (64 MiB: 27% slower random puts, 1,000 a transaction, than this
+/// default; docs/bench/causes.md) while bounding nothing a user reasons about.
+pub const DEFAULT_SYNC_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl Default for EnvOptions {
+    fn default() -> Self {
+        EnvOptions {
+            page_size: 4096,
+            max_dbs: 128,
+            max_readers: 126,
+            max_size: None,
+            initial_size: 0,
+            durability: Durability::Durable,
+            read_only: false,
+            no_subdir: None,
+            sync_bytes: None,
+            sync_every: Some(DEFAULT_SYNC_PERIOD),
+            reserve: 1 << 40,
+            reserve_set: false,
+            map_writes: true,
+        }
+    }
+}
+
+impl EnvOptions {
+    /// Page size of a new file: a power of two from 4 KiB to 64 KiB (default 4 KiB).
+    pub fn page_size(mut self, n: usize) -> Self {
+        self.page_size = n;
+        self
+    }
+    /// Largest number of named databases (default 128).
+    pub fn max_dbs(mut self, n: u32) -> Self {
+        self.max_dbs = n;
+        self
+    }
+    /// Reader table size (default 126).
+    pub fn max_readers(mut self, n: u32) -> Self {
+        self.max_readers = n;
+        self
+    }
+    /// Upper limit of the file size; past it writes fail with [`Error::MapFull`](crate::Error::MapFull). No limit by
+    /// default: the file grows as needed.
+    pub fn max_size(mut self, bytes: Option<u64>) -> Self {
+        self.max_size = bytes;
+        self
+    }
+    /// Size the file is grown to at creation.
+    pub fn initial_size(mut self, bytes: u64) -> Self {
+        self.initial_size = bytes;
+        self
+    }
+    /// Durability mode (default [`Durability::Durable`]).
+    pub fn durability(mut self, d: Durability) -> Self {
+        self.durability = d;
+        self
+    }
+    /// In lazy mode, make a commit steady (flushed) once this many bytes were written since
+    /// the last flush (default `None`: no limit by bytes). With `sync_every(None)` too, only
+    /// [`Env::sync`](crate::Env::sync) and closing the environment flush.
+    pub fn sync_every_bytes(mut self, bytes: Option<u64>) -> Self {
+        self.sync_bytes = bytes;
+        self
+    }
+    /// In lazy mode, make a commit steady once this much time has passed since the last flush
+    /// (checked at commit; no background thread). Default [`DEFAULT_SYNC_PERIOD`] (1 s);
+    /// `None`: no limit by time.
+    pub fn sync_every(mut self, period: Option<std::time::Duration>) -> Self {
+        self.sync_every = period;
+        self
+    }
+    /// In lazy mode, whether write transactions write their pages in place through a
+    /// writable shared map of the data file (default true), as LMDB's MDB_WRITEMAP does,
+    /// instead of copying them into the file with pwrite at commit. A commit then costs no
+    /// write call per run of pages: a random load that rewrites most of its pages each commit
+    /// ran ~20% faster (docs/bench/causes.md). Crash safety is unchanged (pages of the
+    /// snapshots anyone may need are never written either way). It applies only where the
+    /// file system allocates blocks ahead (fallocate), so that a store can never meet a full
+    /// disk; elsewhere, in durable mode and read-only, pages go through pwrite.
+    pub fn map_writes(mut self, yes: bool) -> Self {
+        self.map_writes = yes;
+        self
+    }
+
+    /// Whether write transactions try to write pages in place (see [`Self::map_writes`]).
+    pub(crate) fn wants_map_writes(&self) -> bool {
+        self.map_writes && self.durability == Durability::Lazy && !self.read_only
+    }
+
+    /// Opens read-only: no write transaction can begin.
+    pub fn read_only(mut self, yes: bool) -> Self {
+        self.read_only = yes;
+        self
+    }
+    /// Whether the path names the data file itself (true) or a directory holding it (false).
+    /// By default an existing regular file is opened as the data file, anything else as a
+    /// directory.
+    pub fn no_subdir(mut self, yes: bool) -> Self {
+        self.no_subdir = Some(yes);
+        self
+    }
+    /// Address space reserved for the map (default 1 TiB); the file can never grow past it.
+    /// Without this option a `max_size` also bounds the reservation; with it, the size limit
+    /// can later be raised up to the reservation ([`Env::set_max_size`](crate::Env::set_max_size)).
+    pub fn map_reserve(mut self, bytes: u64) -> Self {
+        self.reserve = bytes;
+        self.reserve_set = true;
+        self
+    }
+}

@@ -1,0 +1,125 @@
+//! Nested transactions: each level keeps an undo record (`Frame`); the first change a child
+//! makes to a dirty page saves the page's prior image (or its absence), and the free set,
+//! records and high-water mark are restored from the level's mark on abort.
+
+use crate::error::Result;
+use crate::format::DbRecord;
+use crate::pagebuf::PageBuf;
+use crate::pageset::PageMap;
+
+use super::write::TxnDb;
+use super::RwTxn;
+
+/// Undo record of one nesting level.
+pub(crate) struct Frame {
+    pub(super) saved: PageMap<Option<Box<[u8]>>>,
+    free_mark: usize,
+    npages: u64,
+    dbs: Vec<Option<TxnDb>>,
+    catalog: DbRecord,
+    freed_clean: usize,
+    changed: bool,
+}
+
+impl<'env> RwTxn<'env> {
+    /// Begins a nested transaction: its changes join this one on `commit`, or vanish alone.
+    pub fn nested(&mut self) -> Result<Nested<'_, 'env>> {
+        let frame = Frame {
+            saved: PageMap::default(),
+            free_mark: self.ws().free.mark(),
+            npages: self.npages,
+            dbs: self.dbs.clone(),
+            catalog: self.catalog,
+            freed_clean: self.freed_clean.len(),
+            changed: self.changed,
+        };
+        self.frames.push(frame);
+        Ok(Nested {
+            txn: self,
+            done: false,
+        })
+    }
+
+    fn rollback_frame(&mut self) {
+        self.dirty_epoch += 1;
+        let f = self.frames.pop().expect("frame");
+        for (pgno, old) in f.saved {
+            match (old, self.dirty.get_mut(&pgno)) {
+                // Still in place in the map: its prior image goes back where it lies.
+                (Some(img), Some(PageBuf::Map(m))) if m.len() == img.len() => {
+                    m.copy_from_slice(&img);
+                }
+                (Some(img), _) => {
+                    self.dirty.insert(pgno, PageBuf::Heap(img));
+                }
+                (None, _) => {
+                    self.dirty.remove(&pgno);
+                }
+            }
+        }
+        self.ws().free.rollback(f.free_mark);
+        self.npages = f.npages;
+        self.dbs = f.dbs;
+        self.catalog = f.catalog;
+        self.freed_clean.truncate(f.freed_clean);
+        self.changed = f.changed;
+    }
+
+    fn merge_frame(&mut self) {
+        let f = self.frames.pop().expect("frame");
+        if let Some(parent) = self.frames.last_mut() {
+            for (pgno, old) in f.saved {
+                parent.saved.entry(pgno).or_insert(old);
+            }
+        }
+    }
+
+    #[inline]
+    pub(super) fn save_for_frame(&mut self, pgno: u64) {
+        if let Some(f) = self.frames.last_mut() {
+            let dirty = &self.dirty;
+            f.saved
+                .entry(pgno)
+                .or_insert_with(|| dirty.get(&pgno).map(|b| Box::from(&b[..])));
+        }
+    }
+}
+
+/// A nested write transaction. Derefs to the parent [`RwTxn`]; `commit` merges its changes
+/// into the parent, dropping it (or `abort`) undoes them.
+pub struct Nested<'p, 'env> {
+    txn: &'p mut RwTxn<'env>,
+    done: bool,
+}
+
+impl Nested<'_, '_> {
+    /// Folds the changes into the parent transaction.
+    pub fn commit(mut self) -> Result<()> {
+        self.txn.merge_frame();
+        self.done = true;
+        Ok(())
+    }
+    /// Undoes the changes.
+    pub fn abort(self) {}
+}
+
+impl<'env> std::ops::Deref for Nested<'_, 'env> {
+    type Target = RwTxn<'env>;
+    fn deref(&self) -> &RwTxn<'env> {
+        self.txn
+    }
+}
+
+impl<'env> std::ops::DerefMut for Nested<'_, 'env> {
+    fn deref_mut(&mut self) -> &mut RwTxn<'env> {
+        self.txn
+    }
+}
+
+impl Drop for Nested<'_, '_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.txn.rollback_frame();
+        }
+    }
+}
