@@ -13,7 +13,7 @@ use crate::state::{load_writer, DbInfo, Env, EnvInner, WriterState};
 use crate::storage::{FileStorage, Storage};
 use crate::txn::{RoTxn, RwTxn};
 use std::fs::OpenOptions;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
@@ -21,21 +21,11 @@ impl EnvOptions {
     /// Opens (or creates) the environment at `path`.
     pub fn open(self, path: impl AsRef<Path>) -> Result<Env> {
         let path = path.as_ref();
-        let subdir = match self.no_subdir {
-            Some(n) => !n,
-            None => !path.is_file(),
-        };
-        let (data, lock) = if subdir {
-            if !self.read_only {
-                std::fs::create_dir_all(path)
-                    .map_err(|e| Error::io(format!("creating directory {}", path.display()), e))?;
-            }
-            (path.join("data.cairn"), path.join("lock.cairn"))
-        } else {
-            let mut l = path.as_os_str().to_owned();
-            l.push("-lock");
-            (path.to_path_buf(), PathBuf::from(l))
-        };
+        if self.subdir(path) && !self.read_only {
+            std::fs::create_dir_all(path)
+                .map_err(|e| Error::io(format!("creating directory {}", path.display()), e))?;
+        }
+        let (data, lock) = self.files(path);
         check_options(&self)?;
         let file = OpenOptions::new()
             .read(true)
@@ -44,18 +34,22 @@ impl EnvOptions {
             .truncate(false)
             .open(&data)
             .map_err(|e| Error::io(format!("opening {}", data.display()), e))?;
-        let setup = match LockFile::open(&lock, self.max_readers as usize) {
-            Ok(o) => LockSetup::File(o),
-            Err(Error::Io { source, .. })
-                if self.read_only
-                    && matches!(
-                        source.raw_os_error(),
-                        Some(libc::EACCES) | Some(libc::EROFS) | Some(libc::EPERM)
-                    ) =>
-            {
-                LockSetup::ReadOnlyFallback(LockFile::open_read_only(&lock)?)
+        let setup = if self.no_lock {
+            LockSetup::Private
+        } else {
+            match LockFile::open(&lock, self.max_readers as usize) {
+                Ok(o) => LockSetup::File(o),
+                Err(Error::Io { source, .. })
+                    if self.read_only
+                        && matches!(
+                            source.raw_os_error(),
+                            Some(libc::EACCES) | Some(libc::EROFS) | Some(libc::EPERM)
+                        ) =>
+                {
+                    LockSetup::ReadOnlyFallback(LockFile::open_read_only(&lock)?)
+                }
+                Err(e) => return Err(e),
             }
-            Err(e) => return Err(e),
         };
         let reserve = match self.max_size {
             Some(m) if self.reserve_set => self.reserve.max(m),
@@ -283,7 +277,7 @@ impl Env {
             file_size: self.inner.storage.len(),
             max_size: self.inner.max_size(),
             last_pgno: meta.npages - 1,
-            last_txnid: meta.txnid,
+            last_txnid: crate::format::user_txnid(meta.txnid),
             readers,
             max_readers: max,
             free_pages,
@@ -405,8 +399,13 @@ impl Drop for Env {
                 let g = self.inner.writer.lock().unwrap_or_else(|p| p.into_inner());
                 g.as_ref().is_some_and(|w| w.loaded && !w.meta.is_steady())
             };
+            // Never waits for the writer (closing must not hang): if a transaction holds it
+            // (of another handle, even on this thread), that writer's own commits and flushes
+            // carry these commits; a power loss before then can take them, never the file.
             if unsynced {
-                let _ = self.sync();
+                if let Ok(Some(txn)) = RwTxn::try_begin(self) {
+                    let _ = txn.commit_steady();
+                }
             }
         }
     }

@@ -8,7 +8,8 @@ use crate::db::{Database, DbFlags, Stat};
 use crate::error::{Error, Result};
 use crate::txn::RoTxn;
 
-/// One run of free pages as a snapshot's free tree records it.
+/// One run of free pages as a snapshot's free tree records it. Its transaction ids are the
+/// file's own, one more than [`RoTxn::id`] and the reader list give for the same commit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct FreeRun {

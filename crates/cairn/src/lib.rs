@@ -101,7 +101,7 @@ pub use env::EnvInfo;
 pub use error::{Error, Result};
 pub use format::CmpFn;
 pub use inspect::FreeRun;
-pub use options::{Durability, EnvOptions, DEFAULT_SYNC_PERIOD};
+pub use options::{Durability, EnvOptions, FileNames, DEFAULT_SYNC_PERIOD};
 pub use shared::ReaderInfo;
 pub use state::Env;
 pub use txn::{Nested, RoTxn, RwTxn};

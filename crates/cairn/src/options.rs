@@ -1,5 +1,7 @@
 //! Options for opening an environment, and its durability mode.
 
+use std::path::PathBuf;
+
 /// When commits reach the disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Durability {
@@ -27,6 +29,23 @@ pub struct EnvOptions {
     pub(crate) reserve: u64,
     pub(crate) reserve_set: bool,
     pub(crate) map_writes: bool,
+    pub(crate) file_names: FileNames,
+    pub(crate) no_lock: bool,
+}
+
+/// The names of the two files in an environment's directory (when the path is a directory;
+/// with [`EnvOptions::no_subdir`] they are the path itself and the path with `-lock` added).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FileNames {
+    /// `data.cairn` and `lock.cairn`, unless the directory holds `data.mdb` and no
+    /// `data.cairn`: then LMDB's names (so a tool opens either kind of directory).
+    #[default]
+    Auto,
+    /// `data.cairn` and `lock.cairn`.
+    Cairn,
+    /// `data.mdb` and `lock.mdb`, LMDB's names (what the LMDB faces use, so that programs
+    /// and tests that open those files by name find them).
+    Lmdb,
 }
 
 /// Default of [`EnvOptions::sync_every`]: in lazy mode, the first commit a second or more after
@@ -53,6 +72,8 @@ impl Default for EnvOptions {
             reserve: 1 << 40,
             reserve_set: false,
             map_writes: true,
+            file_names: FileNames::Auto,
+            no_lock: false,
         }
     }
 }
@@ -132,6 +153,51 @@ impl EnvOptions {
     pub fn no_subdir(mut self, yes: bool) -> Self {
         self.no_subdir = Some(yes);
         self
+    }
+
+    /// The names of the data and lock files in a directory (default [`FileNames::Auto`]).
+    pub fn file_names(mut self, names: FileNames) -> Self {
+        self.file_names = names;
+        self
+    }
+
+    /// No lock file, as LMDB's MDB_NOLOCK: the reader table lives in this handle's memory,
+    /// and the caller promises that no other handle or process uses the file while this one
+    /// writes (nothing checks it). Default false.
+    pub fn no_lock(mut self, yes: bool) -> Self {
+        self.no_lock = yes;
+        self
+    }
+
+    /// The data file and the lock file that [`Self::open`] would use for `path`.
+    pub fn files(&self, path: impl AsRef<std::path::Path>) -> (PathBuf, PathBuf) {
+        let path = path.as_ref();
+        if self.subdir(path) {
+            let lmdb = match self.file_names {
+                FileNames::Lmdb => true,
+                FileNames::Cairn => false,
+                FileNames::Auto => {
+                    !path.join("data.cairn").exists() && path.join("data.mdb").exists()
+                }
+            };
+            if lmdb {
+                (path.join("data.mdb"), path.join("lock.mdb"))
+            } else {
+                (path.join("data.cairn"), path.join("lock.cairn"))
+            }
+        } else {
+            let mut l = path.as_os_str().to_owned();
+            l.push("-lock");
+            (path.to_path_buf(), PathBuf::from(l))
+        }
+    }
+
+    /// Whether `path` names a directory holding the files (else the data file itself).
+    pub(crate) fn subdir(&self, path: &std::path::Path) -> bool {
+        match self.no_subdir {
+            Some(n) => !n,
+            None => !path.is_file(),
+        }
     }
     /// Address space reserved for the map (default 1 TiB); the file can never grow past it.
     /// Without this option a `max_size` also bounds the reservation; with it, the size limit

@@ -54,8 +54,8 @@ pub struct ReaderInfo {
     pub pid: u32,
     /// Kernel thread id that began the reader's latest transaction.
     pub thread: u64,
-    /// Snapshot held, 0 when the slot is idle.
-    pub txnid: u64,
+    /// Snapshot held (its id as [`crate::RoTxn::id`] gives it), None when the slot is idle.
+    pub txnid: Option<u64>,
 }
 
 /// The reader table and the published commit records.
@@ -387,7 +387,10 @@ impl Shared {
                     slot: i,
                     pid: (owner >> 32) as u32,
                     thread: self.slot_w(i, f::LS_TID).load(Ordering::Relaxed),
-                    txnid: self.slot_w(i, f::LS_TXNID).load(Ordering::Acquire),
+                    txnid: match self.slot_w(i, f::LS_TXNID).load(Ordering::Acquire) {
+                        0 => None,
+                        disk => Some(crate::format::user_txnid(disk)),
+                    },
                 })
             })
             .collect()

@@ -876,10 +876,17 @@ fn errors_and_limits() {
         w.put(db, b"k", &vec![1u8; max + 1], PutFlags::empty()),
         Err(Error::ValueTooLarge { .. })
     ));
+    // One key limit for every kind of database (LMDB's maxkeysize): a key of exactly
+    // max_key_size() bytes goes into a DUPSORT database, one byte more does not.
     assert!(matches!(
-        w.put(db, &vec![1u8; max], b"v", PutFlags::empty()),
+        w.put(db, &vec![1u8; max + 1], b"v", PutFlags::empty()),
         Err(Error::KeyTooLarge { .. })
     ));
+    let longest = vec![2u8; max];
+    w.put(db, &longest, b"v1", PutFlags::empty()).unwrap();
+    w.put(db, &longest, b"v2", PutFlags::empty()).unwrap();
+    assert_eq!(w.count(db, &longest).unwrap(), 2);
+    assert!(w.delete(db, &longest).unwrap());
     // The largest value and a large key still work in every form.
     let big = vec![9u8; max];
     let key = vec![b'K'; max - 100];

@@ -312,7 +312,10 @@ fn dead_readers_are_reaped_and_stop_pinning() {
         .map_while(Result::ok);
     wait_line(&mut lines, "reading");
     let pid = kid.id();
-    assert!(env.readers().iter().any(|r| r.pid == pid && r.txnid != 0));
+    assert!(env
+        .readers()
+        .iter()
+        .any(|r| r.pid == pid && r.txnid.is_some()));
     kill(&mut kid);
     // The dead reader's slot is still there until someone looks.
     assert!(env.readers().iter().any(|r| r.pid == pid));

@@ -26,11 +26,6 @@ pub fn dups_node_max(page_size: usize) -> usize {
     node_max(page_size) / 2
 }
 
-/// Largest key of a DUPSORT database: its node must be able to hold a sub-tree record.
-pub fn max_dup_key_size(page_size: usize) -> usize {
-    node_max(page_size) - NODE_HDR - SUBTREE_REC
-}
-
 /// Size of an inline value set of `n` values totalling `data` bytes.
 pub fn dupset_size(n: usize, data: usize, fixed: bool) -> usize {
     DUPSET_HDR + if fixed { 0 } else { 2 * n } + data

@@ -267,3 +267,11 @@ pub fn read_list_page(b: &[u8]) -> Result<(Vec<WrittenRun>, u64)> {
         .collect();
     Ok((runs, get_u64(b, H_PLEN)))
 }
+
+/// A commit's id as the API reports it. The file's first commit (written when it is created,
+/// holding nothing) has id 1 on disk, since 0 marks an empty meta slot; users count as LMDB
+/// does, where a new environment's last transaction is 0 and its first write is 1, so every
+/// id leaves the engine through here, one less than on disk.
+pub(crate) fn user_txnid(disk: u64) -> u64 {
+    disk.saturating_sub(1)
+}

@@ -143,9 +143,12 @@ pub fn node_max(page_size: usize) -> usize {
     (page_size - SLOTS_AT) / 2 - SLOT
 }
 
-/// Largest key for a page size: a branch node holding it and a child reference must fit twice.
+/// Largest key for a page size, one limit for every kind of database (as LMDB's
+/// mdb_env_get_maxkeysize): a node holding it and the largest thing a leaf node refers to
+/// instead of a value (a DUPSORT sub-tree record, larger than an overflow reference or a
+/// branch's child number) must fit twice on a page.
 pub fn max_key_size(page_size: usize) -> usize {
-    node_max(page_size) - NODE_HDR - OVERFLOW_REF
+    node_max(page_size) - NODE_HDR - OVERFLOW_REF.max(DB_RECORD)
 }
 
 /// Bytes of a node on a page.
@@ -181,8 +184,8 @@ pub use record::*;
 
 mod dupset;
 pub use dupset::{
-    dups_node_max, dupset_insert, dupset_remove, dupset_size, max_dup_key_size, DupSet,
-    DupSetBuilder, DUPSET_HDR, SUBTREE_REC,
+    dups_node_max, dupset_insert, dupset_remove, dupset_size, DupSet, DupSetBuilder, DUPSET_HDR,
+    SUBTREE_REC,
 };
 
 // Packed leaves of DUPFIXED sub-trees (kind 5), in `format/packed.rs`.

@@ -22,7 +22,7 @@ pub(crate) fn check_db_flags(f: DbFlags) -> Result<()> {
 /// Checks a pair for a DUP_SORT database: keys leave room for a sub-tree record, values are
 /// limited like keys (they are the sub-tree's keys), INTEGER_DUP values are 4 or 8 bytes.
 fn check_pair(page_size: usize, flags: u16, key: &[u8], val: &[u8]) -> Result<()> {
-    let max = format::max_dup_key_size(page_size);
+    let max = format::max_key_size(page_size);
     if key.len() > max {
         return Err(Error::KeyTooLarge {
             len: key.len(),

@@ -5,6 +5,7 @@ use crate::catalog::{catalog_lookup, catalog_names};
 
 use crate::db::{Database, DbFlags, Stat};
 use crate::error::{Error, Result};
+use crate::format::user_txnid;
 use crate::format::{DbRecord, KeyCmp};
 use crate::snapshot::Snapshot;
 use crate::state::Env;
@@ -43,9 +44,10 @@ impl<'env> RoTxn<'env> {
         &self.snap
     }
 
-    /// The transaction id of the snapshot.
+    /// The transaction id of the snapshot, numbered as LMDB numbers them (see [`user_txnid`]):
+    /// 0 for a new environment's empty snapshot.
     pub fn id(&self) -> u64 {
-        self.snap.meta.txnid
+        user_txnid(self.snap.meta.txnid)
     }
 
     /// Forgets the orders this transaction took from the handle when it first used each

@@ -14,6 +14,7 @@ use crate::state::{DbView, Env, WriterState};
 use std::cell::RefCell;
 
 use super::nested::Frame;
+use crate::format::user_txnid;
 
 /// One database as seen by a write transaction.
 #[derive(Clone, Debug)]
@@ -83,8 +84,21 @@ struct PutHint {
 
 impl<'env> RwTxn<'env> {
     pub(crate) fn begin(env: &'env Env) -> Result<RwTxn<'env>> {
+        Ok(Self::begin_with(env, true)?.expect("a waiting begin always gets the writer"))
+    }
+
+    /// Begins a write transaction if the writer is free now, without waiting (None when
+    /// another transaction, of this handle or of any other, holds it).
+    pub(crate) fn try_begin(env: &'env Env) -> Result<Option<RwTxn<'env>>> {
+        Self::begin_with(env, false)
+    }
+
+    fn begin_with(env: &'env Env, wait: bool) -> Result<Option<RwTxn<'env>>> {
         let inner = &env.inner;
         let mut g = inner.writer.lock().unwrap_or_else(|p| p.into_inner());
+        if g.is_none() && !wait {
+            return Ok(None);
+        }
         if g.is_none() {
             // Counted and uncounted under the mutex, where `put_writer` reads the count.
             inner
@@ -107,15 +121,25 @@ impl<'env> RwTxn<'env> {
             .lock(
                 crate::os::LockKind::Exclusive,
                 crate::format::LB_WRITER,
-                true,
+                wait,
             )
-            .and_then(|_| {
-                failpoint!("writer.locked");
-                inner.refresh_writer(&mut ws)
+            .and_then(|got| {
+                if got {
+                    failpoint!("writer.locked");
+                    inner.refresh_writer(&mut ws)?;
+                }
+                Ok(got)
             });
-        if let Err(e) = locked {
-            inner.put_writer(ws);
-            return Err(e);
+        match locked {
+            Ok(true) => {}
+            Ok(false) => {
+                inner.put_writer(ws);
+                return Ok(None);
+            }
+            Err(e) => {
+                inner.put_writer(ws);
+                return Err(e);
+            }
         }
         let base = ws.meta.clone();
         let mut pins = inner.shared.pinned(base.txnid);
@@ -126,7 +150,7 @@ impl<'env> RwTxn<'env> {
         ws.free.release(&pins);
         let txnid = ws.next_txnid;
         let dirty = std::mem::take(&mut ws.dirty_spare);
-        Ok(RwTxn {
+        Ok(Some(RwTxn {
             env,
             ws: Some(ws),
             txnid,
@@ -150,7 +174,7 @@ impl<'env> RwTxn<'env> {
             dirty_epoch: 0,
             dup_scratch: Vec::new(),
             in_place: env.inner.opts.wants_map_writes(),
-        })
+        }))
     }
 
     pub(crate) fn ws(&mut self) -> &mut WriterState {
@@ -159,9 +183,10 @@ impl<'env> RwTxn<'env> {
             .expect("writer state present while the transaction lives")
     }
 
-    /// This transaction's id.
+    /// This transaction's id, numbered as LMDB numbers them (see [`user_txnid`]): a new
+    /// environment's first write transaction is 1.
     pub fn id(&self) -> u64 {
-        self.txnid
+        user_txnid(self.txnid)
     }
 
     /// The key order, flags and order bits of `db` (checks the handle).
