@@ -9,8 +9,8 @@
 
 use crate::txn::MDB_txn;
 use crate::{code, guard, guard_void, MDB_dbi, MDB_envinfo, MDB_stat};
-use crate::{MDB_cmp_func, MDB_NOSUBDIR, MDB_RDONLY};
-use cairn::{Database, Durability, Env};
+use crate::{MDB_cmp_func, MDB_NOLOCK, MDB_NOSUBDIR, MDB_RDONLY};
+use cairn::{Database, Durability, Env, FileNames};
 use std::ffi::{CStr, CString};
 use std::os::raw::{c_char, c_int, c_uint, c_void};
 use std::path::PathBuf;
@@ -309,12 +309,6 @@ pub unsafe extern "C" fn mdb_env_open(
                 libc::ENOENT
             };
         }
-        let data = if nosubdir {
-            p.clone()
-        } else {
-            p.join("data.cairn")
-        };
-        let existed = data.exists();
         let (dur, mut sync_bytes) = durability(flags);
         if let (Durability::Lazy, Some(b)) = (dur, e.sync_bytes) {
             sync_bytes = b;
@@ -333,7 +327,13 @@ pub unsafe extern "C" fn mdb_env_open(
             .sync_every(None)
             // LMDB takes a limit below the space in use as that space; a new environment's
             // is its first page.
-            .max_size(e.mapsize.map(|m| m.max(MIN_MAPSIZE)));
+            .max_size(e.mapsize.map(|m| m.max(MIN_MAPSIZE)))
+            // LMDB's file names, data.mdb and lock.mdb (programs open them by name), and no
+            // lock file at all with MDB_NOLOCK.
+            .file_names(FileNames::Lmdb)
+            .no_lock(flags & MDB_NOLOCK != 0);
+        let (data, lock) = o.files(&p);
+        let existed = data.exists();
         // The reservation is address space only; where that is limited (ulimit -v, valgrind)
         // a smaller one is tried, down to the size limit.
         let floor = e.mapsize.unwrap_or(0).max(1 << 30);
@@ -350,17 +350,10 @@ pub unsafe extern "C" fn mdb_env_open(
             }
         };
         if !existed && flags & MDB_RDONLY == 0 {
-            let mut lock = data.as_os_str().to_owned();
-            if nosubdir {
-                lock.push("-lock");
-            }
-            let lock = if nosubdir {
-                PathBuf::from(lock)
-            } else {
-                p.join("lock.cairn")
-            };
             set_mode(&data, mode);
-            set_mode(&lock, mode);
+            if flags & MDB_NOLOCK == 0 {
+                set_mode(&lock, mode);
+            }
         }
         let cdata = match CString::new(data.as_os_str().as_encoded_bytes()) {
             Ok(c) => c,
@@ -472,7 +465,7 @@ pub unsafe extern "C" fn mdb_env_info(env: *mut MDB_env, info: *mut MDB_envinfo)
                 .or(e.mapsize)
                 .unwrap_or(LMDB_DEFAULT_MAPSIZE.max(i.file_size)) as usize,
             me_last_pgno: i.last_pgno as usize,
-            me_last_txnid: crate::lmdb_txnid(i.last_txnid),
+            me_last_txnid: i.last_txnid as libc::size_t,
             me_maxreaders: i.max_readers as c_uint,
             me_numreaders: i.readers as c_uint,
         };
@@ -719,7 +712,8 @@ pub unsafe extern "C" fn mdb_env_copy2(
             if !p.is_dir() {
                 return libc::ENOENT;
             }
-            p.join("data.cairn")
+            // LMDB's name: a copy is opened as LMDB would open it.
+            Env::options().file_names(FileNames::Lmdb).files(&p).0
         };
         if dest.symlink_metadata().is_ok() {
             // As in LMDB, which creates the copy's file exclusively.
@@ -808,13 +802,13 @@ pub unsafe extern "C" fn mdb_reader_list(
         let en = tri!(e.env());
         let mut lines = Vec::new();
         for r in en.readers() {
-            if r.txnid == 0 {
+            // The engine numbers as LMDB does (a new environment's snapshot is 0).
+            let Some(id) = r.txnid else {
                 continue;
-            }
+            };
             if lines.is_empty() {
                 lines.push("    pid     thread     txnid\n".to_string());
             }
-            let id = crate::lmdb_txnid(r.txnid);
             lines.push(format!("{:10} {:x} {}\n", r.pid, r.thread, id));
         }
         let pid = std::process::id();

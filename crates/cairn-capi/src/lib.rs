@@ -86,15 +86,6 @@ pub struct MDB_envinfo {
     pub me_numreaders: libc::c_uint,
 }
 
-/// LMDB's number for an engine transaction id. The engine's first commit, the file's creation,
-/// is its transaction 1 (0 marks an idle reader slot); LMDB counts that state as 0, an empty
-/// environment, so LMDB's first write transaction is 1 where the engine's is 2. Every id the C
-/// API shows (mdb_txn_id, me_last_txnid, mdb_reader_list) goes through here.
-#[inline]
-pub(crate) fn lmdb_txnid(id: u64) -> libc::size_t {
-    id.saturating_sub(1) as libc::size_t
-}
-
 /// Runs `f`, turning a panic into `MDB_PANIC`.
 #[inline]
 pub(crate) fn guard(f: impl FnOnce() -> c_int) -> c_int {

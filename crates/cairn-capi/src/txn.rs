@@ -673,8 +673,8 @@ pub unsafe extern "C" fn mdb_txn_env(txn: *mut MDB_txn) -> *mut MDB_env {
     unsafe { (*txn).env }
 }
 
-/// The transaction id, numbered as LMDB does (`lmdb_txnid`): a read transaction's snapshot,
-/// 0 after reset.
+/// The transaction id, numbered as LMDB does (so is the engine's): a read transaction's
+/// snapshot, 0 after reset.
 #[no_mangle]
 pub unsafe extern "C" fn mdb_txn_id(txn: *mut MDB_txn) -> libc::size_t {
     let mut out = 0;
@@ -684,14 +684,15 @@ pub unsafe extern "C" fn mdb_txn_id(txn: *mut MDB_txn) -> libc::size_t {
         }
         // SAFETY: docs/safety.md §7: a live handle.
         let t = unsafe { &*txn };
-        out = crate::lmdb_txnid(match &t.kind {
+        let id = match &t.kind {
             Kind::Ro(r) => r.id(),
             Kind::Reset => 0,
             // SAFETY: docs/safety.md §7: the boxes live until the transaction ends.
             Kind::Rw(p) => unsafe { &**p }.id(),
             // SAFETY: docs/safety.md §7: as above.
             Kind::Nested(p) => unsafe { &**p }.id(),
-        });
+        };
+        out = id as libc::size_t;
     });
     out
 }

@@ -98,8 +98,9 @@ impl<T> Context<T> for std::io::Result<T> {
     }
 }
 
-/// Where an environment lives: a directory holding `data.cairn` (LMDB's default layout), or
-/// with `-n` (LMDB's MDB_NOSUBDIR) the data file itself.
+/// Where an environment lives: a directory holding `data.cairn`, or `data.mdb` under LMDB's
+/// names (as the LMDB faces write it; the engine's `FileNames::Auto` picks whichever is
+/// there), or with `-n` (LMDB's MDB_NOSUBDIR) the data file itself.
 #[derive(Clone, Debug)]
 pub struct EnvPath {
     /// The path given on the command line.
@@ -111,22 +112,12 @@ pub struct EnvPath {
 impl EnvPath {
     /// The data file this path names.
     pub fn data_file(&self) -> PathBuf {
-        if self.no_subdir || self.path.is_file() {
-            self.path.clone()
-        } else {
-            self.path.join("data.cairn")
-        }
+        self.options().files(&self.path).0
     }
 
     /// The lock file beside the data file.
     pub fn lock_file(&self) -> PathBuf {
-        if self.no_subdir || self.path.is_file() {
-            let mut l = self.path.as_os_str().to_owned();
-            l.push("-lock");
-            PathBuf::from(l)
-        } else {
-            self.path.join("lock.cairn")
-        }
+        self.options().files(&self.path).1
     }
 
     /// Options with this path's layout.
@@ -154,10 +145,22 @@ impl EnvPath {
         if !data.exists() {
             return Err(CliError::Usage(missing_env(&self.path, &data)));
         }
-        opts.open(&self.path)
-            .ctx(|| format!("opening {}", self.path.display()))
+        match opts.open(&self.path) {
+            // A data.mdb that is not Cairn's is most likely LMDB's own file.
+            Err(cairn::Error::NotCairn { .. }) if data.extension().is_some_and(|e| e == "mdb") => {
+                Err(CliError::Usage(format!(
+                    "{}: not a Cairn environment{LMDB_HINT}",
+                    data.display()
+                )))
+            }
+            r => r.ctx(|| format!("opening {}", self.path.display())),
+        }
     }
 }
+
+/// What a path that holds an LMDB environment is told.
+const LMDB_HINT: &str =
+    " (it looks like an LMDB environment: move its data with `mdb_dump -a ... | cairn load ...`)";
 
 /// The message for a path that holds no Cairn environment, with a hint for LMDB's layout.
 fn missing_env(path: &Path, data: &Path) -> String {
@@ -167,7 +170,7 @@ fn missing_env(path: &Path, data: &Path) -> String {
         path.to_path_buf()
     };
     let hint = if lmdb.is_file() && lmdb.extension().is_some_and(|e| e == "mdb") {
-        " (it looks like an LMDB environment: move its data with `mdb_dump -a ... | cairn load ...`)"
+        LMDB_HINT
     } else {
         ""
     };

@@ -42,11 +42,7 @@ pub fn print_table(rs: &[ReaderInfo], out: &mut dyn Write) -> std::io::Result<()
     }
     writeln!(out, "    pid     thread     txnid")?;
     for r in rs {
-        let txnid = if r.txnid == 0 {
-            "-".to_string()
-        } else {
-            r.txnid.to_string()
-        };
+        let txnid = r.txnid.map_or_else(|| "-".to_string(), |t| t.to_string());
         // mdb_reader_list's "%10d %zx %s" exactly: scripts split these lines on spaces.
         writeln!(out, "{:10} {:x} {txnid}", r.pid, r.thread)?;
     }
@@ -59,7 +55,7 @@ pub fn to_json(r: &Readers) -> Value {
         v.iter()
             .map(|r| {
                 json!({"slot": r.slot, "pid": r.pid, "thread": r.thread,
-                       "txnid": (r.txnid != 0).then_some(r.txnid)})
+                       "txnid": r.txnid})
             })
             .collect()
     };

@@ -24,7 +24,7 @@ fn stat_text_matches_mdb_stat_labels() {
         "Environment Info\n",
         "  Page size: 4096\n",
         "  Number of pages used: ",
-        "  Last transaction ID: 2\n",
+        "  Last transaction ID: 1\n",
         "  Max readers: 126\n",
         "Freelist Status\n",
         "  Free pages: ",
@@ -57,7 +57,7 @@ fn stat_json_for_machines() {
     let out = ok(&["stat", "--json", "-e", "-ff", "-a", s(dir.path())], b"");
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["environment"]["page_size"], 4096);
-    assert_eq!(v["environment"]["last_txnid"], 2);
+    assert_eq!(v["environment"]["last_txnid"], 1);
     let dbs = v["databases"].as_array().unwrap();
     assert_eq!(dbs.len(), 3);
     assert_eq!(dbs[0]["name"], serde_json::Value::Null);

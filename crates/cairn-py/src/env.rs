@@ -7,7 +7,7 @@
 use crate::errors::{self, closed};
 use crate::state::{lock, thread_tag, EnvCore, TxnState};
 use crate::txn::Transaction;
-use cairn::{Database, DbFlags, Durability, Env};
+use cairn::{Database, DbFlags, Durability, Env, FileNames};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -19,9 +19,9 @@ use std::sync::{Arc, Mutex};
 /// Address space reserved per environment: `set_mapsize` can raise the limit up to this.
 const RESERVE: u64 = 64 << 30;
 
-/// The names the data file of an environment directory may have: LMDB's, which the engine
-/// is taking (issue 19, item 2), and Cairn's own until then. The face uses whichever the
-/// engine wrote, so it follows the engine's choice without a change here.
+/// The names the data file of an environment directory may have: LMDB's, which this face asks
+/// the engine for (`FileNames::Lmdb`), and Cairn's own, which an environment made through the
+/// Rust API or the `cairn` command has.
 const DATA_NAMES: [&str; 2] = ["data.mdb", "data.cairn"];
 
 /// The data file in environment directory `dir`, if there is one.
@@ -293,6 +293,14 @@ impl Environment {
             .max_dbs(max_dbs)
             .read_only(readonly)
             .no_subdir(!subdir)
+            // LMDB's file names (programs and tests open data.mdb / lock.mdb by name), and no
+            // lock file with lock=False (the caller keeps other handles away, as with LMDB).
+            .file_names(if data(&path).is_some_and(|d| d.ends_with("data.cairn")) {
+                FileNames::Cairn
+            } else {
+                FileNames::Lmdb
+            })
+            .no_lock(!lock)
             .durability(if sync && metasync {
                 Durability::Durable
             } else {
@@ -304,6 +312,7 @@ impl Environment {
             let m = m.max(MIN_MAP_SIZE);
             opts = opts.max_size(Some(m)).map_reserve(RESERVE.max(m));
         }
+        let (data_path, lock_path) = opts.files(&path);
         let opened = py.detach(|| opts.open(&path));
         let env = match opened {
             Ok(e) => e,
@@ -326,10 +335,12 @@ impl Environment {
         }
         if !existed && !readonly {
             use std::os::unix::fs::PermissionsExt;
-            // py-lmdb creates files with `mode` less the execute bits.
-            if let Some(data) = data(&path) {
-                let _ =
-                    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(mode & 0o666));
+            // py-lmdb creates its files (data and lock) with `mode` less the execute bits.
+            for f in [&data_path, &lock_path] {
+                if f.exists() {
+                    let _ =
+                        std::fs::set_permissions(f, std::fs::Permissions::from_mode(mode & 0o666));
+                }
             }
         }
         let main = Py::new(
@@ -600,7 +611,7 @@ impl Environment {
             .readers()
             .into_iter()
             .filter(|r| {
-                if r.txnid != 0 || r.pid != me {
+                if r.txnid.is_some() || r.pid != me {
                     return true;
                 }
                 idle += 1;
@@ -612,11 +623,7 @@ impl Environment {
         }
         let mut s = String::from("    pid     thread     txnid\n");
         for r in readers {
-            let txn = if r.txnid == 0 {
-                "-".to_string()
-            } else {
-                r.txnid.to_string()
-            };
+            let txn = r.txnid.map_or_else(|| "-".to_string(), |t| t.to_string());
             s.push_str(&format!("{:>7} {:>10x} {:>9}\n", r.pid, r.thread, txn));
         }
         Ok(s)

@@ -70,7 +70,32 @@ def test_mode_applies_to_new_file(tmp_path):
     p = tmp_path / "m"
     with cairn.open(str(p), mode=0o700):
         pass
-    assert (os.stat(p / "data.cairn").st_mode & 0o777) == 0o600
+    # LMDB's file names (data.mdb, lock.mdb), both with the mode less the execute bits.
+    assert (os.stat(p / "data.mdb").st_mode & 0o777) == 0o600
+    assert (os.stat(p / "lock.mdb").st_mode & 0o777) == 0o600
+    assert not (p / "data.cairn").exists()
+
+
+def test_lock_false_creates_no_lock_file(tmp_path):
+    p = tmp_path / "nolock"
+    with cairn.open(str(p), lock=False) as env:
+        with env.begin(write=True) as t:
+            t.put(b"k", b"v")
+        with env.begin() as t:
+            assert t.get(b"k") == b"v"
+    assert (p / "data.mdb").is_file()
+    assert not (p / "lock.mdb").exists()
+
+
+def test_txn_ids_count_as_lmdb(tmp_path):
+    with cairn.open(str(tmp_path / "ids")) as env:
+        assert env.info()["last_txnid"] == 0
+        with env.begin(write=True) as t:
+            assert t.id() == 1
+            t.put(b"k", b"v")
+        assert env.info()["last_txnid"] == 1
+        with env.begin() as t:
+            assert t.id() == 1
 
 
 def test_readonly(tmp_path):
