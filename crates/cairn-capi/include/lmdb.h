@@ -4,16 +4,17 @@
  * A program written for LMDB compiles against this header and links with -llmdb unchanged.
  *
  * Where Cairn's meaning differs (the file format is Cairn's; see also cairn.h):
- *  - The environment directory holds data.cairn and lock.cairn (MDB_NOSUBDIR: the file and
- *    "<file>-lock"); LMDB's data.mdb files are not read (migrate with mdb_dump | cairn load).
+ *  - The environment directory holds data.mdb and lock.mdb as LMDB's does (MDB_NOSUBDIR: the
+ *    file and "<file>-lock"; MDB_NOLOCK: no lock file), in Cairn's format: a data.mdb written
+ *    by LMDB is not read (migrate with mdb_dump | cairn load). docs/compat.md lists every
+ *    difference.
  *  - mdb_env_set_mapsize sets an upper limit; the file grows as needed up to it. With no call
  *    there is no limit.
  *  - MDB_NOSYNC and MDB_MAPASYNC: commits are not flushed until mdb_env_sync or close;
  *    MDB_NOMETASYNC: commits are flushed periodically (every 64 MiB written). A crash may lose
  *    recent commits, never the file. The mode is fixed at mdb_env_open: mdb_env_set_flags
  *    refuses (EINVAL) a change of it afterwards.
- *  - MDB_WRITEMAP, MDB_FIXEDMAP, MDB_NOLOCK, MDB_NORDAHEAD, MDB_NOMEMINIT: accepted, no
- *    effect. MDB_NOTLS: always the behaviour (read transactions are not bound to threads).
+ *  - MDB_WRITEMAP, MDB_FIXEDMAP, MDB_NORDAHEAD, MDB_NOMEMINIT: accepted, no effect. MDB_NOTLS: always the behaviour (read transactions are not bound to threads).
  *  - Returned MDB_vals point into the map (read transactions, valid until the transaction
  *    ends) or into the write transaction's pages (valid until its next write or its end).
  *  - Misuse that LMDB may crash on (NULL handles, a reset or failed transaction, unknown dbi,

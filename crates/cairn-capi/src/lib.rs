@@ -4,7 +4,9 @@
 //! Invariants (docs/safety.md §7):
 //! - Every exported function runs its body under `catch_unwind` ([`guard`]), or only tests
 //!   its arguments and jumps to an `extern "C"` function of this crate that does (the hot
-//!   paths): no Rust panic crosses into C; a panic becomes `MDB_PANIC`.
+//!   paths): no Rust panic crosses into C. The shipped library aborts on a panic (profile
+//!   `release-capi`, `panic = "abort"`: a panic is a bug of Cairn's, and LMDB aborts on its
+//!   own); unwinding builds (tests) turn it into `MDB_PANIC`.
 //! - Handles are heap boxes handed to C as raw pointers. A NULL handle gives `EINVAL`; a
 //!   handle already freed is the caller's bug, as in LMDB.
 //! - A transaction's engine object (`RoTxn`/`RwTxn`) borrows the `Env` inside its `MDB_env`
