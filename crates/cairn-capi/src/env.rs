@@ -349,6 +349,9 @@ pub unsafe extern "C" fn mdb_env_open(
                 r => break trc!(r),
             }
         };
+        // As LMDB at open: a map size below the space the file already uses is that space
+        // (only growth by another process afterwards is MDB_MAP_RESIZED).
+        adopt_used_size(&opened);
         if !existed && flags & MDB_RDONLY == 0 {
             set_mode(&data, mode);
             if flags & MDB_NOLOCK == 0 {
@@ -565,8 +568,18 @@ pub unsafe extern "C" fn mdb_env_get_fd(env: *mut MDB_env, fd: *mut c_int) -> c_
     })
 }
 
+/// Raises the handle's size limit, if it has one, to the space the current snapshot uses.
+fn adopt_used_size(en: &Env) {
+    if let (Some(limit), Ok(r)) = (en.max_size(), en.read_txn()) {
+        let used = r.used_bytes();
+        if used > limit {
+            let _ = en.set_max_size(Some(used));
+        }
+    }
+}
+
 /// Sets the size limit (an upper bound: the file grows as needed up to it). 0 on an open
-/// environment keeps the current limit.
+/// environment adopts the space the file uses now, if larger than the limit.
 #[no_mangle]
 pub unsafe extern "C" fn mdb_env_set_mapsize(env: *mut MDB_env, size: libc::size_t) -> c_int {
     guard(|| {
@@ -576,7 +589,12 @@ pub unsafe extern "C" fn mdb_env_set_mapsize(env: *mut MDB_env, size: libc::size
                 e.mapsize = (size > 0).then_some(size as u64);
                 0
             }
-            Some(_) if size == 0 => 0,
+            // LMDB: 0 on an open environment adopts the size the file uses now (what a caller
+            // does after MDB_MAP_RESIZED).
+            Some(en) if size == 0 => {
+                adopt_used_size(en);
+                0
+            }
             Some(en) => {
                 let cur = en.info().map(|i| i.file_size).unwrap_or(0);
                 trc!(en.set_max_size(Some((size as u64).max(cur))));

@@ -14,7 +14,7 @@
 
 use crate::cursor::{self, MDB_cursor};
 use crate::env::{env_static, handle, trc, tri, Dbi, MDB_env, CLOSED};
-use crate::{guard, guard_void, MDB_dbi, MDB_BAD_TXN, MDB_RDONLY};
+use crate::{guard, guard_void, MDB_dbi, MDB_BAD_TXN, MDB_MAP_RESIZED, MDB_RDONLY};
 use cairn::{Nested, RoTxn, RwTxn};
 use std::os::raw::{c_int, c_uint};
 use std::sync::atomic::Ordering;
@@ -437,6 +437,15 @@ unsafe extern "C" fn begin_read(
         // The snapshot goes into the (usually recycled) box; no allocation on the way.
         let t = new_txn(e, env, std::ptr::null_mut());
         match en.read_txn() {
+            // As LMDB's: a snapshot that spans more than this handle's map size (another
+            // process grew the file past it) is MDB_MAP_RESIZED; mdb_env_set_mapsize(env, 0)
+            // adopts the size (the engine itself maps any growth: this is LMDB's contract).
+            Ok(r) if en.max_size().is_some_and(|m| r.used_bytes() > m) => {
+                drop(r);
+                // SAFETY: docs/safety.md §7: the blank handle new_txn just gave this call.
+                unsafe { recycle(env, t) };
+                return MDB_MAP_RESIZED;
+            }
             // SAFETY: docs/safety.md §7: the blank handle new_txn just gave this call; its kind
             // is `Reset`, which owns nothing, so it is overwritten without a drop.
             Ok(r) => unsafe { std::ptr::write(&mut (*t).kind, Kind::Ro(r)) },

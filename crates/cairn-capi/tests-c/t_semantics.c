@@ -8,7 +8,10 @@
  * closed if it aborts, which frees its place in the count of mdb_env_set_maxdbs as
  * mdb_dbi_close does; mdb_reader_list lists a reset read transaction with "-" for its
  * txnid until it is renewed or ends; a path that is not a directory is ENOENT when missing,
- * ENOTDIR when a file. */
+ * ENOTDIR when a file; a read transaction whose snapshot spans more than the handle's map size
+ * (another process grew it) is MDB_MAP_RESIZED until mdb_env_set_mapsize(env, 0). */
+#include <sys/wait.h>
+#include <unistd.h>
 #include "check.h"
 
 static void empty_keys(void) {
@@ -333,7 +336,61 @@ static void paths(void) {
 	mdb_env_close(env);
 }
 
-int main(void) {
+/* Run as "t_semantics grow DIR" (a process of its own: LMDB's environments do not survive a
+ * fork): with a larger map size, grows the file past the 1 MiB the test's handle has. */
+static int grow(const char *dir) {
+	MDB_env *big;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	static char value[4000];
+	int ok = mdb_env_create(&big) == 0 && mdb_env_set_mapsize(big, 64 << 20) == 0 &&
+		 mdb_env_open(big, dir, 0, 0664) == 0 && mdb_txn_begin(big, NULL, 0, &txn) == 0 &&
+		 mdb_dbi_open(txn, NULL, 0, &dbi) == 0;
+	for (unsigned i = 0; ok && i < 1000; i++) {
+		char key[16];
+		MDB_val bk = { (size_t)snprintf(key, sizeof key, "%08u", i), key };
+		MDB_val bv = { sizeof value, value };
+		ok = mdb_put(txn, dbi, &bk, &bv, 0) == 0;
+	}
+	ok = ok && mdb_txn_commit(txn) == 0;
+	mdb_env_close(big);
+	return ok ? 0 : 1;
+}
+
+static void map_resized(const char *self) {
+	const char *dir = fresh_dir("t_semantics_resized");
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	MDB_val k = sv("k"), v = sv("v");
+	CHECK(mdb_env_create(&env));
+	CHECK(mdb_env_set_mapsize(env, 1 << 20));
+	CHECK(mdb_env_open(env, dir, 0, 0664));
+	CHECK(mdb_txn_begin(env, NULL, 0, &txn));
+	CHECK(mdb_dbi_open(txn, NULL, 0, &dbi));
+	CHECK(mdb_put(txn, dbi, &k, &v, 0));
+	CHECK(mdb_txn_commit(txn));
+	pid_t pid = fork();
+	TRUE(pid >= 0);
+	if (pid == 0) {
+		execl(self, self, "grow", dir, (char *)NULL);
+		_exit(127);
+	}
+	int status;
+	TRUE(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	EXPECT(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), MDB_MAP_RESIZED);
+	CHECK(mdb_env_set_mapsize(env, 0));
+	CHECK(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn));
+	MDB_val out;
+	CHECK(mdb_get(txn, dbi, &k, &out));
+	TRUE(veq(out, "v"));
+	mdb_txn_abort(txn);
+	mdb_env_close(env);
+}
+
+int main(int argc, char **argv) {
+	if (argc == 3 && strcmp(argv[1], "grow") == 0)
+		return grow(argv[2]);
 	empty_keys();
 	txn_ids();
 	tiny_map();
@@ -341,6 +398,7 @@ int main(void) {
 	private_handles();
 	reset_readers();
 	paths();
+	map_resized(argv[0]);
 	printf("t_semantics: ok\n");
 	return 0;
 }

@@ -363,6 +363,11 @@ impl Env {
         Ok(())
     }
 
+    /// This handle's size limit (None: no limit).
+    pub fn max_size(&self) -> Option<u64> {
+        self.inner.max_size()
+    }
+
     /// Changes the size limit (None: no limit). Transactions that begin afterwards use it; a
     /// limit below the current file size only stops further growth. Fails with
     /// [`Error::Invalid`] past the address space reserved at open

@@ -118,6 +118,12 @@ impl<'env> RoTxn<'env> {
         }
     }
 
+    /// Bytes of the file this snapshot's pages span (its page count, free pages included,
+    /// times the page size): what LMDB compares with a handle's map size.
+    pub fn used_bytes(&self) -> u64 {
+        self.snap.meta.npages * u64::from(self.snap.meta.page_size)
+    }
+
     /// Statistics of a database.
     pub fn stat(&self, db: Database) -> Result<Stat> {
         let (rec, _) = self.db(db)?;
