@@ -1,35 +1,114 @@
-//! The catalog: the tree that maps each named database to its record.
+//! Named databases as keys of the main database (LMDB's layout): each named database is a
+//! leaf node of the main tree whose key is its name and whose value area is its 48-byte
+//! record, flagged [`format::NF_DB`] (LMDB's F_SUBDATA). Iterating the main database lists the
+//! names among the user's keys, in the main database's key order, and its record counts them.
+//!
+//! Invariants (docs/design.md, "Named databases"):
+//! - An NF_DB node lives only in a leaf of the main tree, never with another node flag, and
+//!   its value is exactly one database record (`format::Page::node` checks the last two; the
+//!   checker and every reader that interprets values check the first).
+//! - A main database that is DUP_SORT or INTEGER_KEY holds no named database (LMDB's rule).
+//! - A write transaction keeps the records of the databases it uses in `RwTxn::dbs`; the
+//!   main tree's copy of a record is brought up to date at commit (`RwTxn::save_catalog`),
+//!   while creating and deleting a named database change the main tree at once.
 
 use crate::btree::{self, cursor::Position, PageSource};
+use crate::db::DbFlags;
 use crate::error::{Error, Result};
 use crate::format::{DbRecord, KeyCmp};
 
-/// Looks up a named database's record in a catalog.
+/// What the main database holds under a name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Named {
+    /// A named database, with its record as the main tree stores it.
+    Db(DbRecord),
+    /// A plain key of the main database (opening it as a database is refused).
+    Plain,
+    /// Nothing.
+    Absent,
+}
+
+/// Whether a main database with record flags `main_flags` may hold named databases: not when
+/// it is DUP_SORT or INTEGER_KEY (LMDB's rule: a name is a byte string, and a DUP_SORT key
+/// holds values, not one record).
+pub(crate) fn main_allows_named(main_flags: u16) -> bool {
+    let f = DbFlags::from_bits_retain(u32::from(main_flags));
+    !f.contains(DbFlags::DUP_SORT) && !f.contains(DbFlags::INTEGER_KEY)
+}
+
+/// Looks `name` up in the main tree `main` (ordered by `cmp`, the main database's order).
 pub(crate) fn catalog_lookup<S: PageSource + ?Sized>(
     src: &S,
-    catalog: &DbRecord,
+    main: &DbRecord,
+    cmp: &KeyCmp,
     name: &str,
-) -> Result<Option<DbRecord>> {
-    match btree::search::get(src, catalog, &KeyCmp::Bytes, name.as_bytes())? {
-        Some(v) => Ok(Some(DbRecord::decode(v)?)),
-        None => Ok(None),
+) -> Result<Named> {
+    if !main_allows_named(main.flags) {
+        return Ok(Named::Absent);
+    }
+    match btree::search::find_leaf_page(src, main, cmp, name.as_bytes())? {
+        Some((_, p, i, true)) => {
+            let n = p.node(i)?;
+            if n.is_db() {
+                Ok(Named::Db(DbRecord::decode(n.val)?))
+            } else {
+                Ok(Named::Plain)
+            }
+        }
+        _ => Ok(Named::Absent),
     }
 }
 
-/// Names in a catalog.
-pub(crate) fn catalog_names<S: PageSource + ?Sized>(
+/// The named databases of the main tree `main`, as (name, record), in the main tree's order.
+/// Walks the whole main database (its plain keys too), bounded by its entry count.
+pub(crate) fn catalog_entries<S: PageSource + ?Sized>(
     src: &S,
-    catalog: &DbRecord,
-) -> Result<Vec<String>> {
+    main: &DbRecord,
+) -> Result<Vec<(Vec<u8>, DbRecord)>> {
     let mut out = Vec::new();
+    if !main_allows_named(main.flags) {
+        return Ok(out);
+    }
     let mut pos = Position::new();
-    let mut more = pos.first(src, catalog)?;
+    let mut more = pos.first(src, main)?;
+    let mut steps = 0u64;
     while more {
-        let (k, _) = pos
-            .current(src)?
-            .ok_or_else(|| Error::corrupted("catalog cursor"))?;
-        out.push(String::from_utf8_lossy(k).into_owned());
+        steps += 1;
+        if steps > main.entries {
+            return Err(Error::corrupted(format!(
+                "main database holds more keys than its {} entries",
+                main.entries
+            )));
+        }
+        let (pg, i) = pos
+            .leaf()
+            .ok_or_else(|| Error::corrupted("main database cursor lost its place"))?;
+        let n = btree::tree_page(src, pg)?.node(i)?;
+        if n.is_db() {
+            out.push((n.key.to_vec(), DbRecord::decode(n.val)?));
+        }
         more = pos.next(src)?;
     }
     Ok(out)
+}
+
+/// The names of the named databases of the main tree `main`, in its order.
+pub(crate) fn catalog_names<S: PageSource + ?Sized>(
+    src: &S,
+    main: &DbRecord,
+) -> Result<Vec<String>> {
+    Ok(catalog_entries(src, main)?
+        .into_iter()
+        .map(|(k, _)| String::from_utf8_lossy(&k).into_owned())
+        .collect())
+}
+
+/// The refusal to open a named database under a name that is a plain key of the main
+/// database (LMDB's MDB_INCOMPATIBLE).
+pub(crate) fn plain_key_error(name: &str) -> Error {
+    Error::Incompatible {
+        existing: 0,
+        requested: 0,
+        what: format!("{name:?} is a plain key of the main database, not a named database"),
+    }
 }

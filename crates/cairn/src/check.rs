@@ -3,7 +3,8 @@
 //! uniform depth; the counts in every database record; every sorted-duplicates value set
 //! (order, uniqueness, counts, and the form its size calls for: see `btree/dup.rs`); and that
 //! every page below the high-water mark, sub-tree pages included, is reachable exactly once or
-//! free.
+//! free. Named databases are the NF_DB nodes of the main tree's leaves (nowhere else), each
+//! a valid record whose tree is walked in turn.
 //!
 //! Orders: a database is checked in the order the handle gives it (a user-supplied one set with
 //! `Env::set_key_order` / `set_dup_order`, else the flags' one). A database whose record says
@@ -66,6 +67,11 @@ struct Walker<'a> {
     src: &'a Snapshot<'a>,
     seen: Vec<u8>,
     report: Report,
+    /// Set while the main tree is walked (and it may hold named databases): its leaves' NF_DB
+    /// nodes are named databases, collected into `named`. Anywhere else such a node is a
+    /// problem.
+    main_names: bool,
+    named: Vec<(Vec<u8>, DbRecord)>,
 }
 
 impl Walker<'_> {
@@ -173,6 +179,22 @@ impl Walker<'_> {
             for i in 0..n {
                 let nd = p.node(i)?;
                 c.entries += 1;
+                if nd.is_db() {
+                    if !(self.main_names && matches!(kind, Kind::Plain)) {
+                        return Err(Error::corrupted(format!(
+                            "page {pg}: node {i} is a named database's record outside the \
+                             main database (or in a DUP_SORT or INTEGER_KEY main database)"
+                        )));
+                    }
+                    let rec = DbRecord::decode(nd.val).map_err(|e| {
+                        Error::corrupted(format!(
+                            "page {pg}: named database {:?}: {e}",
+                            String::from_utf8_lossy(nd.key)
+                        ))
+                    })?;
+                    self.named.push((nd.key.to_vec(), rec));
+                    continue;
+                }
                 match kind {
                     Kind::Plain if nd.is_dups() => {
                         return Err(Error::corrupted(format!(
@@ -443,29 +465,22 @@ pub(crate) fn check(src: &Snapshot<'_>, env: &EnvInner) -> Result<Report> {
         src,
         seen: vec![0u8; m.npages as usize],
         report: Report::default(),
+        main_names: crate::catalog::main_allows_named(m.main.flags),
+        named: Vec::new(),
     };
     w.mark(0, 1, "meta");
+    // The main tree, collecting its named databases' nodes on the way.
     w.database(env, "main", Some(0), &m.main);
-    w.tree("catalog", &m.catalog, Some(&KeyCmp::Bytes), None);
+    w.main_names = false;
     w.tree("free tree", &m.free, Some(&KeyCmp::Bytes), None);
     // Named databases.
-    let mut pos = Position::new();
-    let mut more = pos.first(src, &m.catalog)?;
-    let mut named = Vec::new();
-    while more {
-        let (k, v) = pos
-            .current(src)?
-            .ok_or_else(|| Error::corrupted("catalog cursor"))?;
-        named.push((
-            String::from_utf8_lossy(k).into_owned(),
-            DbRecord::decode(v)?,
-        ));
-        more = pos.next(src)?;
-    }
+    let named = std::mem::take(&mut w.named);
     w.report.databases = named.len() as u64;
     for (name, rec) in &named {
-        w.database(env, name, env.lookup_db(name), rec);
+        let name = String::from_utf8_lossy(name);
+        w.database(env, &name, env.lookup_db(&name), rec);
     }
+    let mut pos = Position::new();
     // Commit-list pages of this commit.
     for pg in crate::recover::list_pages(src.storage, m)? {
         w.mark(pg, 1, "commit list");

@@ -67,23 +67,29 @@ pub(crate) fn copy(txn: &RoTxn<'_>, dest: &Path, compact: bool) -> Result<()> {
     f.sync_all().map_err(|e| Error::io("flushing the copy", e))
 }
 
-/// The user-supplied orders of the source handle's database `db` (keys, values), refusing a
-/// database whose record `rec` says it has one that the handle has not set.
+/// The orders of a source database: the source handle's user-supplied ones for database
+/// `idx` (None: a named database this handle has not opened, which has only its flags'
+/// orders), refusing a database whose record `rec` says it has one that the handle lacks.
 fn source_orders(
     env: &Env,
-    db: crate::Database,
+    idx: Option<usize>,
     name: &str,
     rec: &DbRecord,
 ) -> Result<(Option<format::CmpFn>, Option<format::CmpFn>)> {
-    let idx = env.inner.check_db(db)?;
-    let (k, _) = env.inner.db_orders(idx);
-    let keys = match k {
-        KeyCmp::Custom(f) => Some(f),
-        _ => None,
-    };
-    let values = match env.inner.db_dup_cmp(idx) {
-        Some(KeyCmp::Custom(f)) if crate::btree::dup::is_dupsort(rec) => Some(f),
-        _ => None,
+    let (keys, values) = match idx {
+        Some(idx) => {
+            let (k, _) = env.inner.db_orders(idx);
+            let keys = match k {
+                KeyCmp::Custom(f) => Some(f),
+                _ => None,
+            };
+            let values = match env.inner.db_dup_cmp(idx) {
+                Some(KeyCmp::Custom(f)) if crate::btree::dup::is_dupsort(rec) => Some(f),
+                _ => None,
+            };
+            (keys, values)
+        }
+        None => (None, None),
     };
     let missing = [
         (format::ORDER_CUSTOM_KEYS, keys.is_some(), "keys"),
@@ -100,26 +106,47 @@ fn source_orders(
     Ok((keys, values))
 }
 
+/// A named database of the source, as the compacting copy rebuilds it.
+struct Source {
+    name: String,
+    rec: DbRecord,
+    /// The source handle's registered database of that name, if it opened it.
+    idx: Option<usize>,
+    orders: (Option<format::CmpFn>, Option<format::CmpFn>),
+}
+
 fn compact_copy(txn: &RoTxn<'_>, dest: &Path) -> Result<()> {
     let src_env = txn.env();
+    let snap = txn.snapshot();
     // Every order is known before the destination is created: a refusal leaves no file.
-    let main_orders = source_orders(
-        src_env,
-        src_env.main_db(),
-        "(main)",
-        &txn.snapshot().meta.main,
-    )?;
-    let mut named = Vec::new();
-    for name in txn.db_names()? {
-        let sdb = txn.open_db(Some(&name))?;
-        let (rec, _) = txn.db(sdb)?;
-        let orders = source_orders(src_env, sdb, &name, &rec)?;
-        named.push((name, sdb, orders));
+    let main_orders = source_orders(src_env, Some(0), "(main)", &snap.meta.main)?;
+    // The named databases, read from the main tree's records without opening handles (a
+    // file may hold more of them than the handle table has room for).
+    let mut named = std::collections::HashMap::new();
+    for (key, rec) in crate::catalog::catalog_entries(snap, &snap.meta.main)? {
+        let name = String::from_utf8(key.clone()).map_err(|_| {
+            Error::Invalid(format!(
+                "named database {:?}: a name that is not UTF-8 cannot be copied",
+                String::from_utf8_lossy(&key)
+            ))
+        })?;
+        let idx = src_env.inner.lookup_db(&name);
+        let orders = source_orders(src_env, idx, &name, &rec)?;
+        named.insert(
+            key,
+            Source {
+                name,
+                rec,
+                idx,
+                orders,
+            },
+        );
     }
+    let max_dbs = src_env.inner.opts.max_dbs.max(named.len() as u32);
     let out = Env::options()
         .page_size(src_env.page_size())
         .durability(Durability::Lazy)
-        .max_dbs(src_env.inner.opts.max_dbs)
+        .max_dbs(max_dbs)
         .no_subdir(true)
         // A compacted copy is never larger than its source; reserving address space to
         // match (not the default 1 TiB) lets copies work where address space is limited
@@ -128,23 +155,44 @@ fn compact_copy(txn: &RoTxn<'_>, dest: &Path) -> Result<()> {
         .open(dest)?;
     {
         let mut w = out.write_txn()?;
-        let main_flags = DbFlags::from_bits_retain(u32::from(txn.snapshot().meta.main.flags));
+        let main_flags = DbFlags::from_bits_retain(u32::from(snap.meta.main.flags));
         let main = w.create_db(None, main_flags | DbFlags::CREATE)?;
         out.set_key_order(main, main_orders.0)?;
         out.set_dup_order(main, main_orders.1)?;
+        // One pass in the main database's order: a plain key is appended, a named database
+        // is created (its key goes where an append would put it) and filled.
         for item in txn.iter(src_env.main_db())? {
             let (k, v) = item?;
-            w.put(main, k, v, PutFlags::APPEND | PutFlags::APPEND_DUP)?;
-        }
-        for (name, sdb, (keys, values)) in named {
-            let flags = src_env.inner.db_flags(sdb.idx as usize);
-            let ddb = w.create_db(Some(&name), flags | DbFlags::CREATE)?;
-            out.set_key_order(ddb, keys)?;
-            out.set_dup_order(ddb, values)?;
-            for item in txn.iter(sdb)? {
+            let Some(src) = named.remove(k) else {
+                w.put(main, k, v, PutFlags::APPEND | PutFlags::APPEND_DUP)?;
+                continue;
+            };
+            let flags = DbFlags::from_bits_retain(u32::from(src.rec.flags)).persistent();
+            let ddb = w.create_db(Some(&src.name), flags | DbFlags::CREATE)?;
+            out.set_key_order(ddb, src.orders.0.clone())?;
+            out.set_dup_order(ddb, src.orders.1)?;
+            let cmp = match src.orders.0 {
+                Some(f) => KeyCmp::Custom(f),
+                None => crate::db::cmp_for(flags),
+            };
+            let mut it = crate::Iter::new(snap, src.rec, cmp, ..)?;
+            if let Some(idx) = src.idx {
+                let sdb = crate::Database {
+                    idx: idx as u32,
+                    env_id: src_env.inner.id,
+                };
+                it = it.custom_dup_order(&src_env.inner, sdb)?;
+            }
+            for item in it {
                 let (k, v) = item?;
                 w.put(ddb, k, v, PutFlags::APPEND | PutFlags::APPEND_DUP)?;
             }
+        }
+        if let Some(src) = named.values().next() {
+            return Err(Error::corrupted(format!(
+                "named database {:?} not met walking the main database",
+                src.name
+            )));
         }
         w.commit()?;
     }

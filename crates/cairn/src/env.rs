@@ -442,7 +442,6 @@ fn create(storage: &dyn Storage, opts: &EnvOptions) -> Result<(Meta, [u64; META_
         run_count: 0,
         list_head: 0,
         main: DbRecord::default(),
-        catalog: DbRecord::default(),
         free: DbRecord::default(),
         inline_runs: Vec::new(),
         boot_id: storage.boot_id(),

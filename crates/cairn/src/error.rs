@@ -91,8 +91,9 @@ pub enum Error {
         /// The limit in bytes.
         limit: u64,
     },
-    /// More named databases than `max_dbs` allows.
-    #[error("too many named databases: the limit is {max} (raise it with EnvOptions::max_dbs)")]
+    /// The handle table is full: `max_dbs` named databases are open in this environment
+    /// already (LMDB's MDB_DBS_FULL).
+    #[error("too many named databases open: the limit is {max} handles (raise it with EnvOptions::max_dbs)")]
     DbsFull {
         /// The limit.
         max: u32,
@@ -111,13 +112,19 @@ pub enum Error {
     /// A write was attempted in a read-only environment or transaction.
     #[error("environment is read-only")]
     ReadOnly,
-    /// A database was opened with flags that contradict how it was created.
-    #[error("database flags do not match: created with {existing:#x}, opened with {requested:#x}")]
+    /// LMDB's MDB_INCOMPATIBLE: a database was opened with flags that contradict how it was
+    /// created; or an operation does not fit what it meets: a put or delete of a key of the
+    /// main database that names a named database, a named database opened under a name that
+    /// is a plain key of the main database, or created while the main database is DUP_SORT
+    /// or INTEGER_KEY.
+    #[error("incompatible: {what}")]
     Incompatible {
-        /// Flags stored in the file.
+        /// Flags stored in the file (0 when the refusal is not about flags).
         existing: u32,
-        /// Flags asked for.
+        /// Flags asked for (0 when the refusal is not about flags).
         requested: u32,
+        /// What was refused, and why.
+        what: String,
     },
     /// An option or argument is out of range.
     #[error("invalid argument: {0}")]

@@ -30,11 +30,7 @@ impl RoTxn<'_> {
         let bits = if db.idx == 0 && db.env_id == self.env().inner.id {
             snap.meta.main.flags
         } else {
-            let idx = self.env().inner.check_db(db)?;
-            let name = self.env().inner.db_name(idx).ok_or(Error::BadDbi)?;
-            crate::catalog::catalog_lookup(snap, &snap.meta.catalog, &name)?
-                .ok_or(Error::BadDbi)?
-                .flags
+            self.db(db)?.0.flags
         };
         Ok(DbFlags::from_bits_retain(u32::from(bits)).persistent())
     }

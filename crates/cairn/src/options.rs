@@ -84,7 +84,9 @@ impl EnvOptions {
         self.page_size = n;
         self
     }
-    /// Largest number of named databases (default 128).
+    /// Largest number of named database handles open at once in this environment (default
+    /// 128; LMDB's mdb_env_set_maxdbs): opening one more fails with [`Error::DbsFull`]. The
+    /// file itself holds any number of named databases.
     pub fn max_dbs(mut self, n: u32) -> Self {
         self.max_dbs = n;
         self

@@ -346,7 +346,8 @@ impl EnvInner {
         g[idx].cmp = cmp_for(flags);
     }
 
-    /// The handle of a named database, registering it on first use.
+    /// The handle of a named database, registering it on first use: `Error::DbsFull` when
+    /// `max_dbs` named handles are registered already.
     pub(crate) fn register_db(&self, name: &str, flags: DbFlags) -> Result<Database> {
         let mut g = self.dbs_mut();
         if let Some(i) = g.iter().position(|d| d.name.as_deref() == Some(name)) {
@@ -359,6 +360,8 @@ impl EnvInner {
                 env_id: self.id,
             });
         }
+        // LMDB's max_dbs: a limit on the handle table (slot 0 is the main database's), not
+        // on the names the file holds.
         if g.len() > self.opts.max_dbs as usize {
             return Err(Error::DbsFull {
                 max: self.opts.max_dbs,

@@ -32,8 +32,13 @@ fn read_all(env: &Env) -> Model {
     assert!(rep.is_ok(), "checker after crash: {:?}", rep.problems);
     let main = env.main_db();
     let mut out: Model = Default::default();
+    // The main database's keys that name the named databases hold their records (checked by
+    // the checker above); the model keeps the user's keys.
+    let names = r.db_names().unwrap();
     for (k, v) in r.iter(main).unwrap().map(Result::unwrap) {
-        out[0].insert(k.to_vec(), v.to_vec());
+        if !names.iter().any(|n| n.as_bytes() == k) {
+            out[0].insert(k.to_vec(), v.to_vec());
+        }
     }
     if let Ok(db) = r.open_db(Some("side")) {
         for (k, v) in r.iter(db).unwrap().map(Result::unwrap) {

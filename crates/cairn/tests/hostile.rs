@@ -1,6 +1,6 @@
 //! Hostile files: real databases built through the public API, then damaged on disk in every
 //! way a disk, a crash or an attacker can: truncated, zeroed, random bytes, one flipped bit in
-//! each kind of page (meta, branch, leaf, overflow, commit list, free tree, catalog), files of
+//! each kind of page (meta, branch, leaf, overflow, commit list, free tree), files of
 //! other formats, absurd page sizes and versions, and the 2019 LMDB CVEs and py-lmdb 2.1
 //! hardening cases recreated as Cairn files (with valid checksums, so the bounds checks are
 //! what is tested). Every case is opened, read every way (support::read_everything), written
@@ -31,7 +31,8 @@ const H_PLEN: usize = 32;
 const M_VERSION: usize = 8;
 const M_PAGE_SIZE: usize = 12;
 const M_MAIN: usize = 56;
-const M_CATALOG: usize = 104;
+/// Version 2's catalog record, reserved (zero) since version 3.
+const M_RESERVED: usize = 104;
 
 /// A database built through the API and what every commit left in it.
 struct Built {
@@ -161,7 +162,6 @@ enum Role {
     Overflow,
     CommitList,
     FreeTree,
-    Catalog,
 }
 
 /// The live pages of the newest commit with their role and whether that commit wrote them.
@@ -211,7 +211,7 @@ fn walk(
             let opg = format::decode_u64(n.val).unwrap();
             let span = format::overflow_pages(PS, n.vlen as usize);
             out.push((opg, span, Role::Overflow));
-        } else {
+        } else if n.is_db() {
             values.push(n.val.to_vec());
         }
     }
@@ -224,9 +224,10 @@ fn layout(img: &[u8]) -> Layout {
     let (newest_slot, meta) = ms.last().cloned().unwrap();
     let oldest_slot = ms[0].0;
     let mut pages = Vec::new();
-    walk(img, meta.main.root, None, &mut pages);
+    // The main tree, with its named databases' records (NF_DB nodes) and their trees.
+    let named = walk(img, meta.main.root, None, &mut pages);
     walk(img, meta.free.root, Some(Role::FreeTree), &mut pages);
-    for rec in walk(img, meta.catalog.root, Some(Role::Catalog), &mut pages) {
+    for rec in named {
         let rec = DbRecord::decode(&rec).unwrap();
         walk(img, rec.root, None, &mut pages);
     }
@@ -348,7 +349,7 @@ fn the_pristine_file_reads_back() {
         "the last commit should need a commit-list page"
     );
     let roles: BTreeSet<Role> = l.pages.iter().map(|p| p.2).collect();
-    assert_eq!(roles.len(), 6, "every kind of page is present: {roles:?}");
+    assert_eq!(roles.len(), 5, "every kind of page is present: {roles:?}");
     let r = open_file("pristine", b.image.clone(), true);
     expect_state("pristine", r, b.history.last().unwrap());
 }
@@ -542,8 +543,9 @@ fn absurd_page_sizes_and_versions() {
         let r = open_file(&label, img, false);
         expect_state(&label, r, prev);
     }
-    // 1: files from before packed DUPFIXED leaves (docs/design.md, "Version history").
-    for v in [0u32, 1, 3, 7, u32::MAX] {
+    // 1: files from before packed DUPFIXED leaves; 2: from before named databases became
+    // keys of the main database (docs/design.md, "Version history").
+    for v in [0u32, 1, 2, 4, 7, u32::MAX] {
         let mut img = b.image.clone();
         for s in 0..3 {
             reseal_meta(&mut img, s, |m| {
@@ -670,12 +672,12 @@ fn newest_only(dir: &Path) -> Vec<u8> {
     img
 }
 
-/// Edits a page the last commit did not write (see [`small`]), sealing it again.
+/// Edits a page of the newest commit, sealing it again. A page the last commit wrote verifies
+/// as well once sealed (recovery checks its number, writer and checksum), and the older
+/// commit records are erased ([`newest_only`]), so the damage is met by a read either way.
+/// (The last commit of [`small`] writes the main tree's leaf that holds the named databases'
+/// records, whichever database it changes.)
 fn craft(img: &mut [u8], pg: u64, edit: impl FnOnce(&mut [u8])) {
-    assert!(
-        !layout(img).written.contains(&pg),
-        "page {pg} was written last"
-    );
     edit_page(img, pg, edit);
 }
 
@@ -752,24 +754,168 @@ fn cve_2019_16224_unknown_db_flags() {
     let mut img = img0.clone();
     edit_record(&mut img, M_MAIN, |r| r.flags = 0x8000);
     must_fail("main record flags 0x8000", img);
-    // In the catalog: the named database's record.
+    // In the main tree: the named database's record.
     let mut img = img0.clone();
-    let (_, m) = newest(&img);
-    craft(&mut img, m.catalog.root, |b| {
-        let off = node_at(b, 0);
+    let (pg, i) = named_node(&img, b"named");
+    craft(&mut img, pg, |b| {
+        let off = node_at(b, i);
         let klen = u16::from_le_bytes([b[off + 1], b[off + 2]]) as usize;
         let rec = off + format::NODE_HDR + klen;
         b[rec + 42] = 0x00;
         b[rec + 43] = 0x80;
     });
-    must_fail("catalog record flags 0x8000", img);
+    must_fail("named database record flags 0x8000", img);
+}
+
+/// The leaf of the main tree and the slot that hold named database `name`'s node.
+fn named_node(img: &[u8], name: &[u8]) -> (u64, usize) {
+    let (_, m) = newest(img);
+    let (pg, i) = find_node(img, m.main.root, name);
+    let p = Page::new(page_of(img, pg), pg).unwrap();
+    assert!(
+        p.node(i).unwrap().is_db(),
+        "{name:?} is not a named database's node"
+    );
+    (pg, i)
+}
+
+/// The record of named database `name`, as the main tree holds it.
+fn named_record(img: &[u8], name: &[u8]) -> DbRecord {
+    let (pg, i) = named_node(img, name);
+    let p = Page::new(page_of(img, pg), pg).unwrap();
+    DbRecord::decode(p.node(i).unwrap().val).unwrap()
+}
+
+/// The leaf and slot of `key` in the tree under `root`.
+fn find_node(img: &[u8], root: u64, key: &[u8]) -> (u64, usize) {
+    let mut stack = vec![root];
+    while let Some(pg) = stack.pop() {
+        let p = Page::new(page_of(img, pg), pg).unwrap();
+        for i in 0..p.nkeys() {
+            if !p.is_leaf() {
+                stack.push(p.child(i).unwrap());
+            } else if p.node(i).unwrap().key == key {
+                return (pg, i);
+            }
+        }
+    }
+    panic!("no node {key:?} under page {root}")
+}
+
+/// A file whose databases hold values a named database's node could be made of: a 48-byte
+/// value that decodes as an empty database record (all zeros) in the main database, in a
+/// named one and in a DUP_SORT one, and a 47-byte value in the main database.
+fn records_file(dupsort_main: bool) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::options().max_dbs(4).open(dir.path()).unwrap();
+    let mut w = env.write_txn().unwrap();
+    let main = if dupsort_main {
+        w.create_db(None, DbFlags::CREATE | DbFlags::DUP_SORT)
+            .unwrap()
+    } else {
+        env.main_db()
+    };
+    for i in 0..20u32 {
+        w.put(main, format!("k{i:03}").as_bytes(), b"v", PutFlags::empty())
+            .unwrap();
+    }
+    w.put(main, b"rec", &[0u8; 48], PutFlags::empty()).unwrap();
+    w.put(main, b"short", &[0u8; 47], PutFlags::empty())
+        .unwrap();
+    if !dupsort_main {
+        let named = w.create_db(Some("named"), DbFlags::CREATE).unwrap();
+        let dups = w
+            .create_db(Some("dups"), DbFlags::CREATE | DbFlags::DUP_SORT)
+            .unwrap();
+        for i in 0..20u32 {
+            w.put(
+                named,
+                format!("n{i:03}").as_bytes(),
+                b"v",
+                PutFlags::empty(),
+            )
+            .unwrap();
+        }
+        w.put(named, b"rec", &[0u8; 48], PutFlags::empty()).unwrap();
+        w.put(dups, b"rec", &[0u8; 48], PutFlags::empty()).unwrap();
+    }
+    w.commit().unwrap();
+    drop(env);
+    newest_only(dir.path())
+}
+
+/// Sets the flags of node `i` of a page image.
+fn set_node_flags(b: &mut [u8], i: usize, flags: u8) {
+    let off = node_at(b, i);
+    b[off] = flags;
+}
+
+/// Named databases' nodes (NF_DB) where they do not belong: in a named database, in a
+/// DUP_SORT database, in a DUP_SORT main database; with a value that is not a record's size;
+/// combined with NF_BIG. Each is an error when read (or checked), and a write that meets one
+/// outside the main database reports damage, not a refused operation.
+#[test]
+fn named_database_nodes_out_of_place() {
+    let img0 = records_file(false);
+    let (_, m) = newest(&img0);
+    // The pristine file reads.
+    open_file("records file", img0.clone(), true).unwrap();
+    let named = named_record(&img0, b"named");
+    let dups = named_record(&img0, b"dups");
+    // In a named database: a 48-byte value flagged as a record.
+    let mut img = img0.clone();
+    let (pg, i) = find_node(&img, named.root, b"rec");
+    craft(&mut img, pg, |b| set_node_flags(b, i, format::NF_DB));
+    must_fail("NF_DB node in a named database", img.clone());
+    writes_fail("NF_DB node in a named database", &img, |w| {
+        let db = w.open_db(Some("named"))?;
+        w.put(db, b"rec", b"x", PutFlags::empty())
+    });
+    writes_fail("NF_DB node in a named database", &img, |w| {
+        let db = w.open_db(Some("named"))?;
+        w.delete(db, b"rec").map(|_| ())
+    });
+    // In a DUP_SORT database.
+    let mut img = img0.clone();
+    let (pg, i) = find_node(&img, dups.root, b"rec");
+    craft(&mut img, pg, |b| set_node_flags(b, i, format::NF_DB));
+    must_fail("NF_DB node in a DUP_SORT database", img.clone());
+    writes_fail("NF_DB node in a DUP_SORT database", &img, |w| {
+        let db = w.open_db(Some("dups"))?;
+        w.put(db, b"rec", b"x", PutFlags::empty())
+    });
+    // In the main tree, over a value that is not a record's size.
+    let mut img = img0.clone();
+    let (pg, i) = find_node(&img, m.main.root, b"short");
+    craft(&mut img, pg, |b| set_node_flags(b, i, format::NF_DB));
+    must_fail("NF_DB node of 47 bytes", img);
+    // Combined with another flag: a named database's node marked as an overflow value too.
+    for other in [format::NF_BIG, format::NF_DUPS, format::NF_SUBTREE] {
+        let mut img = img0.clone();
+        let (pg, i) = named_node(&img, b"named");
+        craft(&mut img, pg, |b| {
+            set_node_flags(b, i, format::NF_DB | other)
+        });
+        must_fail(&format!("NF_DB | {other:#x}"), img);
+    }
+    // A DUP_SORT main database holds no named database.
+    let img0 = records_file(true);
+    let (_, m) = newest(&img0);
+    open_file("DUP_SORT main", img0.clone(), true).unwrap();
+    let mut img = img0.clone();
+    let (pg, i) = find_node(&img, m.main.root, b"rec");
+    craft(&mut img, pg, |b| set_node_flags(b, i, format::NF_DB));
+    must_fail("NF_DB node in a DUP_SORT main database", img);
 }
 
 /// CVE-2019-16225: a page that claims to belong to a transaction that has not happened (in
 /// LMDB a P_DIRTY flag on disk made the writer modify the map in place).
 #[test]
 fn cve_2019_16225_page_from_the_future() {
-    let img0 = small(10, 0, Touch::Other);
+    // Enough keys that the main tree's first leaf is not the one holding the named
+    // databases' records, which the last commit rewrites: recovery checks the writer of
+    // every page that commit wrote.
+    let img0 = small(200, 0, Touch::Other);
     let (_, m) = newest(&img0);
     let leaf = first_leaf(&img0);
     let mut img = img0.clone();
@@ -1063,8 +1209,14 @@ fn hardening_record_padding_and_huge_counts() {
     }
     must_fail("value order without DUPSORT", img);
     let mut img = img0.clone();
-    edit_record(&mut img, M_CATALOG, |r| r.overflow_pages = 1 << 40);
+    edit_record(&mut img, M_MAIN, |r| r.overflow_pages = 1 << 40);
     must_fail("overflow page count 2^40", img);
+    // Version 2's catalog record: reserved since version 3, and zero.
+    let mut img = img0.clone();
+    for s in 0..3 {
+        reseal_meta(&mut img, s, |m| m[M_RESERVED + 8] = 1);
+    }
+    must_fail("reserved meta bytes", img);
 }
 
 /// cursor-next-prev-uninitialized: stepping a cursor that was never positioned, or that ran
@@ -1323,14 +1475,7 @@ fn hostile_packed_leaves() {
     }
     // A packed leaf where a node leaf belongs: the database's own (main-tree) leaf.
     let mut img = img0.clone();
-    let (_, m) = newest(&img);
-    let cat = Page::new(page_of(&img, m.catalog.root), m.catalog.root).unwrap();
-    let rec = (0..cat.nkeys())
-        .find_map(|i| {
-            let n = cat.node(i).unwrap();
-            (n.key == b"fixed").then(|| DbRecord::decode(n.val).unwrap())
-        })
-        .unwrap();
+    let rec = named_record(&img, b"fixed");
     assert_eq!(rec.depth, 1);
     craft(&mut img, rec.root, |b| {
         b[H_KIND] = format::KIND_LEAF_FIXED;

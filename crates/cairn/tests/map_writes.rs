@@ -91,9 +91,20 @@ fn read_all(env: &Env, db: Database) -> Model {
     let r = env.read_txn().unwrap();
     let rep = r.check().unwrap();
     assert!(rep.is_ok(), "checker: {:?}", rep.problems);
+    // The main database's keys that name named databases hold their records; the model
+    // keeps the user's keys.
+    let names = if db == env.main_db() {
+        r.db_names().unwrap()
+    } else {
+        Vec::new()
+    };
     r.iter(db)
         .unwrap()
         .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        .filter(|e| {
+            e.as_ref()
+                .map_or(true, |(k, _)| !names.iter().any(|n| n.as_bytes() == k))
+        })
         .collect::<Result<_, _>>()
         .unwrap()
 }

@@ -35,13 +35,41 @@ pub fn delete_with<W: PageWriter + ?Sized>(
     key: &[u8],
     merge: bool,
 ) -> Result<bool> {
+    delete_node(w, rec, cmp, key, merge, false)
+}
+
+/// Deletes the node of the named database `name` from the main tree (dropping the
+/// database); false if absent. A plain key of that name is refused.
+pub fn delete_db_node<W: PageWriter + ?Sized>(
+    w: &mut W,
+    main: &mut DbRecord,
+    cmp: &KeyCmp,
+    name: &[u8],
+) -> Result<bool> {
+    delete_node(w, main, cmp, name, true, true)
+}
+
+/// `delete_with` of a node that is a named database's (`db`) or is not: the other kind is
+/// refused, changing nothing.
+fn delete_node<W: PageWriter + ?Sized>(
+    w: &mut W,
+    rec: &mut DbRecord,
+    cmp: &KeyCmp,
+    key: &[u8],
+    merge: bool,
+    db: bool,
+) -> Result<bool> {
     // A read-only descent first, so that deleting an absent key touches nothing. When it ends
     // in a dirty leaf, the whole path is dirty (a page is made writable only below a writable
     // parent) and serves as it is; else the path it recorded is made writable.
     let mut path = Path::default();
-    let Some((pg, _, i, true)) = search::find_leaf_path(w, rec, cmp, key, Some(&mut path))? else {
+    let Some((pg, p, i, true)) = search::find_leaf_path(w, rec, cmp, key, Some(&mut path))? else {
         return Ok(false);
     };
+    let found_db = p.node(i)?.is_db();
+    if found_db != db {
+        return Err(super::db_node_mismatch(key, found_db));
+    }
     let pg = if w.is_dirty(pg) {
         pg
     } else {
@@ -69,7 +97,7 @@ pub fn delete_in_leaf<W: PageWriter + ?Sized>(
         return Ok(None);
     }
     let (i, exact) = p.lower_bound(key, cmp, 0)?;
-    if !exact || p.node(i)?.is_big() {
+    if !exact || p.node(i)?.flags & (format::NF_BIG | format::NF_DB) != 0 {
         return Ok(None);
     }
     PageMut::new(w.page_mut(leaf)?).remove(i);

@@ -100,6 +100,12 @@ pub fn form<'a, S: PageSource + ?Sized>(src: &'a S, n: &Node<'a>, fixed: bool) -
             ));
         }
         Ok(Form::Tree(r))
+    } else if n.is_db() {
+        // A main database that holds named databases is never DUP_SORT.
+        Err(Error::corrupted(format!(
+            "named-database node {:?} in a DUP_SORT database",
+            String::from_utf8_lossy(n.key)
+        )))
     } else {
         Ok(Form::One(node_value(src, n)?))
     }

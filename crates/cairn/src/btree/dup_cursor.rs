@@ -158,6 +158,10 @@ impl DupPos {
             let (g, j) = self.sub.leaf().unwrap_or_default();
             sub = Some((g, l));
             l.key(j)?
+        } else if n.is_db() {
+            return Err(Error::corrupted(
+                "named-database node in a DUP_SORT database",
+            ));
         } else {
             node_value(src, &n)?
         };

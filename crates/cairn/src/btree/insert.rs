@@ -133,6 +133,11 @@ pub fn put_landing<W: PageWriter + ?Sized>(
             return Ok((Outcome::Exists, Some((pg, i))));
         }
         let old = p.node(i)?;
+        // A named database's node is replaced only by its own record, and a plain value never
+        // turns into one (the put of a name, or a database created under a plain key).
+        if old.is_db() != (nflags & format::NF_DB != 0) {
+            return Err(super::db_node_mismatch(key, old.is_db()));
+        }
         let (old_big, old_vlen, old_flags) = (old.is_big(), old.vlen, old.flags);
         // Where the value area lies in the page (`node` bounds-checked it).
         let (vat, vstored) = (

@@ -296,6 +296,36 @@ fn node_value_flagged<'a, S: PageSource + ?Sized>(src: &'a S, n: &Node<'a>) -> R
     format::overflow_value(b, pgno, n.vlen as usize)
 }
 
+/// The refusal of a put or delete that met a named database's node ([`format::NF_DB`]): its
+/// key is written only by creating or dropping that database (LMDB's MDB_INCOMPATIBLE).
+#[cold]
+pub(crate) fn db_node_error(key: &[u8]) -> Error {
+    Error::Incompatible {
+        existing: 0,
+        requested: 0,
+        what: format!(
+            "key {:?} is a named database's name: only creating or dropping that database \
+             writes it",
+            String::from_utf8_lossy(key)
+        ),
+    }
+}
+
+/// The error for a node that is (`found_db`) or is not a named database's where the other
+/// was expected: a put or delete of a name is the caller's mistake ([`db_node_error`]); a
+/// record written over a plain key is a bug (callers check the key first).
+#[cold]
+pub(crate) fn db_node_mismatch(key: &[u8], found_db: bool) -> Error {
+    if found_db {
+        db_node_error(key)
+    } else {
+        Error::internal(format!(
+            "named database {:?} written over a plain key of the main database",
+            String::from_utf8_lossy(key)
+        ))
+    }
+}
+
 /// An owned node, used when pages are rebuilt (splits and merges).
 #[derive(Clone, Debug)]
 pub struct OwnedNode {

@@ -32,8 +32,10 @@ const M_NPAGES: usize = 32;
 const M_LAST_STEADY: usize = 40;
 const M_LIST_HEAD: usize = 48;
 const M_MAIN: usize = 56;
-const M_CATALOG: usize = M_MAIN + DB_RECORD;
-const M_FREE: usize = M_CATALOG + DB_RECORD;
+/// Version 2's catalog record; zero since version 3 (named databases are keys of the main
+/// database).
+const M_RESERVED: usize = M_MAIN + DB_RECORD;
+const M_FREE: usize = M_RESERVED + DB_RECORD;
 const M_INLINE: usize = M_FREE + DB_RECORD;
 const M_BOOT: usize = M_INLINE + META_INLINE_RUNS * WRITTEN_RUN;
 const M_CHECKSUM: usize = SECTOR - 8;
@@ -63,10 +65,8 @@ pub struct Meta {
     pub run_count: u32,
     /// First list page, 0 when the runs are inline.
     pub list_head: u64,
-    /// The unnamed main database.
+    /// The unnamed main database; named databases are its [`NF_DB`] nodes.
     pub main: DbRecord,
-    /// The catalog of named databases (name -> DbRecord).
-    pub catalog: DbRecord,
     /// The free-page tree (first page -> run info).
     pub free: DbRecord,
     /// Written runs held inline (when `list_head == 0`).
@@ -117,8 +117,6 @@ impl Meta {
         put_u64(&mut b, M_LAST_STEADY, self.last_steady);
         put_u64(&mut b, M_LIST_HEAD, self.list_head);
         self.main.encode(&mut b[M_MAIN..M_MAIN + DB_RECORD]);
-        self.catalog
-            .encode(&mut b[M_CATALOG..M_CATALOG + DB_RECORD]);
         self.free.encode(&mut b[M_FREE..M_FREE + DB_RECORD]);
         debug_assert!(self.inline_runs.len() <= META_INLINE_RUNS);
         for (i, r) in self.inline_runs.iter().enumerate() {
@@ -162,13 +160,19 @@ impl Meta {
             }
         }
         let rec = |at: usize| DbRecord::decode(&b[at..at + DB_RECORD]);
-        let (main, catalog, free) = match (rec(M_MAIN), rec(M_CATALOG), rec(M_FREE)) {
-            (Ok(m), Ok(c), Ok(f)) => (m, c, f),
-            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+        let (main, free) = match (rec(M_MAIN), rec(M_FREE)) {
+            (Ok(m), Ok(f)) => (m, f),
+            (Err(e), _) | (_, Err(e)) => {
                 return MetaSlot::Damaged(e.to_string());
             }
         };
-        if ![main, catalog, free].iter().all(|r| r.fits(npages)) {
+        if b[M_RESERVED..M_RESERVED + DB_RECORD]
+            .iter()
+            .any(|&x| x != 0)
+        {
+            return MetaSlot::Damaged("reserved bytes 104..152 are not zero".into());
+        }
+        if ![main, free].iter().all(|r| r.fits(npages)) {
             return MetaSlot::Damaged(format!("a database record leaves the {npages} pages"));
         }
         let txnid = get_u64(b, M_TXNID);
@@ -196,7 +200,6 @@ impl Meta {
             run_count,
             list_head,
             main,
-            catalog,
             free,
             inline_runs,
             boot_id: b[M_BOOT..M_BOOT + BOOT_ID].try_into().expect("fixed size"),

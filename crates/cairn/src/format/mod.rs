@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 /// File magic: a high byte and CR LF catch text-mode mangling, as PNG's does.
 pub const MAGIC: [u8; 8] = [0x89, b'C', b'A', b'I', b'R', b'N', b'\r', b'\n'];
 /// Data file format version (see docs/design.md, "Version history").
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 /// Unit of atomic writes assumed of the media; a meta slot is one sector.
 pub const SECTOR: usize = 512;
 /// Number of meta slots at the start of page 0.
@@ -84,6 +84,11 @@ pub const NF_BIG: u8 = 1;
 pub const NF_SUBTREE: u8 = 2;
 /// Node flag (DUPSORT): the value area holds an inline value set (see [`DupSet`]).
 pub const NF_DUPS: u8 = 4;
+/// Node flag (main database only): the key is a named database's name and the value area its
+/// [`DbRecord`] (LMDB's F_SUBDATA), exactly [`DB_RECORD`] bytes, inline, never with another
+/// flag. Such a node lives only in a leaf of the main tree; a put or delete of its key through
+/// the main database is refused (`Error::Incompatible`).
+pub const NF_DB: u8 = 8;
 
 // One bounds check per field (a slice of its width), not one per byte.
 #[inline(always)]
@@ -330,7 +335,6 @@ mod tests {
                 depth: 1,
                 ..Default::default()
             },
-            catalog: DbRecord::default(),
             free: DbRecord::default(),
             inline_runs: vec![WrittenRun {
                 start: 3,

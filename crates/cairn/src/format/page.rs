@@ -137,6 +137,11 @@ impl Node<'_> {
     pub fn is_dups(&self) -> bool {
         self.flags & (NF_DUPS | NF_SUBTREE) != 0
     }
+    /// Whether the node is a named database's record in the main tree ([`NF_DB`]).
+    #[inline]
+    pub fn is_db(&self) -> bool {
+        self.flags & NF_DB != 0
+    }
 }
 
 /// Key length and value length of a node header (flags u8, key length u16, value length u32).
@@ -244,8 +249,10 @@ impl<'a> Page<'a> {
     }
 
     /// Node `i` (< nkeys), bounds-checked: it lies in the node area, its flags are known and
-    /// fit the page's kind (a leaf node carries at most one of BIG, SUBTREE and DUPS; a
-    /// SUBTREE node's value area is one sub-tree record).
+    /// fit the page's kind (a leaf node carries at most one of BIG, SUBTREE, DUPS and DB; a
+    /// SUBTREE node's value area is one sub-tree record, a DB node's one database record).
+    /// Whether a DB node lies in the main tree is for its readers to check, since a page does
+    /// not know its tree (docs/design.md, "Named databases").
     #[inline(always)]
     pub fn node(&self, i: usize) -> Result<Node<'a>> {
         let (off, h) = self.node_header(i)?;
@@ -279,7 +286,7 @@ impl<'a> Page<'a> {
         let b = self.b;
         let flags = h[0];
         let allowed = if self.is_leaf() {
-            NF_BIG | NF_SUBTREE | NF_DUPS
+            NF_BIG | NF_SUBTREE | NF_DUPS | NF_DB
         } else {
             0
         };
@@ -289,6 +296,11 @@ impl<'a> Page<'a> {
         let (klen, vlen) = header_lengths(h);
         if flags == NF_SUBTREE && vlen as usize != SUBTREE_REC {
             return Err(self.bad("sub-tree node without a sub-tree record"));
+        }
+        if flags == NF_DB && vlen as usize != DB_RECORD {
+            return Err(self.bad(&format!(
+                "named-database node with a value of {vlen} bytes, not a {DB_RECORD}-byte record"
+            )));
         }
         let stored = if flags & NF_BIG != 0 || !self.is_leaf() {
             OVERFLOW_REF

@@ -1,5 +1,6 @@
-//! Database records (48 bytes): the root and counters of one B+tree, stored in the meta, the
-//! catalog and the leaves holding a sorted-duplicates sub-tree.
+//! Database records (48 bytes): the root and counters of one B+tree, stored in the meta, in
+//! the main tree's leaves (a named database's node) and in the leaves holding a
+//! sorted-duplicates sub-tree.
 
 use super::*;
 
@@ -9,7 +10,7 @@ use super::*;
 /// Size of an encoded [`DbRecord`].
 pub const DB_RECORD: usize = 48;
 
-/// The root and counters of one B+tree, as stored in the meta or the catalog.
+/// The root and counters of one B+tree, as stored in the meta or in a named database's node.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DbRecord {
     /// Root page, 0 for an empty tree (page 0 is never a tree page).

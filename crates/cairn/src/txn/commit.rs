@@ -1,6 +1,7 @@
 //! The commit protocol (docs/design.md, "Commit"): one flush per durable commit.
 //!
-//! 1. Named database records go into the catalog; the previous commit's list pages are freed.
+//! 1. Named databases' records go into their nodes of the main tree; the previous commit's
+//!    list pages are freed.
 //! 2. The free set is persisted into the free tree until it stops changing (updating the tree
 //!    allocates and frees pages, which changes the set; each page is copied at most once per
 //!    transaction, so this converges in a few rounds; it is bounded anyway).
@@ -145,7 +146,6 @@ impl RwTxn<'_> {
             run_count: runs.len() as u32,
             list_head: list_pages.first().copied().unwrap_or(0),
             main: self.dbs[0].as_ref().expect("main").rec,
-            catalog: self.catalog,
             free: self.free_rec,
             inline_runs: if inline { runs } else { Vec::new() },
             boot_id: self.env.inner.storage.boot_id(),
@@ -205,39 +205,49 @@ impl RwTxn<'_> {
         }
     }
 
-    /// Records of named databases changed by this transaction go into the catalog.
+    /// Records of named databases changed by this transaction go into their nodes of the main
+    /// tree (created and dropped databases changed the main tree already).
     fn save_catalog(&mut self) -> Result<()> {
-        let names: Vec<(usize, String, bool, format::DbRecord)> = self
+        let names: Vec<(String, format::DbRecord)> = self
             .dbs
             .iter()
             .enumerate()
             .skip(1)
             .filter_map(|(i, d)| {
                 let d = d.as_ref()?;
-                if !d.dirty && !d.deleted {
+                if !d.dirty || d.deleted {
                     return None;
                 }
-                Some((i, self.env.inner.db_name(i)?, d.deleted, d.rec))
+                Some((self.env.inner.db_name(i)?, d.rec))
             })
             .collect();
-        for (_, name, deleted, rec) in names {
-            let mut cat = self.catalog;
-            if deleted {
-                btree::delete::delete(self, &mut cat, &KeyCmp::Bytes, name.as_bytes())?;
-            } else {
-                let v = rec.to_bytes();
-                btree::insert::put(
-                    self,
-                    &mut cat,
-                    &KeyCmp::Bytes,
-                    name.as_bytes(),
-                    btree::insert::NewValue::of(&v),
-                    btree::insert::Mode::Upsert,
-                )?;
-            }
-            self.catalog = cat;
+        if names.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        let (_, mut main, cmp) = self.db_state(self.env.main_db())?;
+        let mut r = Ok(());
+        for (name, rec) in names {
+            let v = rec.to_bytes();
+            r = btree::insert::put(
+                self,
+                &mut main,
+                &cmp,
+                name.as_bytes(),
+                btree::insert::NewValue::with_flags(&v, format::NF_DB),
+                btree::insert::Mode::Upsert,
+            )
+            .and_then(|o| match o {
+                btree::insert::Outcome::Replaced => Ok(()),
+                _ => Err(Error::internal(format!(
+                    "named database {name:?} had no key in the main database"
+                ))),
+            });
+            if r.is_err() {
+                break;
+            }
+        }
+        self.set_rec(0, main);
+        r
     }
 
     /// Writes changed free runs into the free tree until nothing changes.

@@ -3,7 +3,6 @@
 //! records and high-water mark are restored from the level's mark on abort.
 
 use crate::error::Result;
-use crate::format::DbRecord;
 use crate::pagebuf::PageBuf;
 use crate::pageset::PageMap;
 
@@ -16,7 +15,6 @@ pub(crate) struct Frame {
     free_mark: usize,
     npages: u64,
     dbs: Vec<Option<TxnDb>>,
-    catalog: DbRecord,
     freed_clean: usize,
     changed: bool,
 }
@@ -29,7 +27,6 @@ impl<'env> RwTxn<'env> {
             free_mark: self.ws().free.mark(),
             npages: self.npages,
             dbs: self.dbs.clone(),
-            catalog: self.catalog,
             freed_clean: self.freed_clean.len(),
             changed: self.changed,
         };
@@ -60,7 +57,6 @@ impl<'env> RwTxn<'env> {
         self.ws().free.rollback(f.free_mark);
         self.npages = f.npages;
         self.dbs = f.dbs;
-        self.catalog = f.catalog;
         self.freed_clean.truncate(f.freed_clean);
         self.changed = f.changed;
     }

@@ -1,7 +1,7 @@
 //! Read transactions: a registered snapshot; reads go straight to the map.
 
 use crate::btree;
-use crate::catalog::{catalog_lookup, catalog_names};
+use crate::catalog::{catalog_lookup, catalog_names, Named};
 
 use crate::db::{Database, DbFlags, Stat};
 use crate::error::{Error, Result};
@@ -71,8 +71,11 @@ impl<'env> RoTxn<'env> {
         }
         let idx = self.env.inner.check_db(db)?;
         let name = self.env.inner.db_name(idx).ok_or(Error::BadDbi)?;
-        let rec =
-            catalog_lookup(&self.snap, &self.snap.meta.catalog, &name)?.ok_or(Error::BadDbi)?;
+        let Named::Db(rec) =
+            catalog_lookup(&self.snap, &self.snap.meta.main, &self.main_cmp, &name)?
+        else {
+            return Err(Error::BadDbi);
+        };
         let hit = (rec, self.env.inner.db_cmp(idx));
         // A user-supplied order that reads through this transaction may hold the cache.
         if let Ok(mut c) = self.cache.try_borrow_mut() {
@@ -107,12 +110,13 @@ impl<'env> RoTxn<'env> {
         let Some(name) = name else {
             return Ok(self.env.main_db());
         };
-        match catalog_lookup(&self.snap, &self.snap.meta.catalog, name)? {
-            Some(rec) => self
+        match catalog_lookup(&self.snap, &self.snap.meta.main, &self.main_cmp, name)? {
+            Named::Db(rec) => self
                 .env
                 .inner
                 .register_db(name, DbFlags::from_bits_retain(u32::from(rec.flags))),
-            None => Err(Error::DbNotFound {
+            Named::Plain => Err(crate::catalog::plain_key_error(name)),
+            Named::Absent => Err(Error::DbNotFound {
                 name: name.to_string(),
             }),
         }
@@ -132,7 +136,7 @@ impl<'env> RoTxn<'env> {
 
     /// The names of the named databases, in order.
     pub fn db_names(&self) -> Result<Vec<String>> {
-        catalog_names(&self.snap, &self.snap.meta.catalog)
+        catalog_names(&self.snap, &self.snap.meta.main)
     }
 
     pub(crate) fn env(&self) -> &'env Env {

@@ -3,7 +3,7 @@
 
 use crate::alloc::FreeState;
 use crate::btree::{self, PageSource, PageWriter};
-use crate::catalog::{catalog_lookup, catalog_names};
+use crate::catalog::{catalog_lookup, Named};
 
 use crate::db::{Database, DbFlags, PutFlags, Stat};
 use crate::error::{Error, Result};
@@ -42,7 +42,6 @@ pub struct RwTxn<'env> {
     /// Key order and flags of the databases used, checked against the registry's generation
     /// at each use instead of read under its lock (a cache: filled through `&self`).
     views: RefCell<Vec<Option<DbView>>>,
-    pub(crate) catalog: DbRecord,
     pub(crate) free_rec: DbRecord,
     pub(crate) frames: Vec<Frame>,
     /// Pages of the snapshot freed by this transaction, as (first page, pages, birth), in the
@@ -155,7 +154,6 @@ impl<'env> RwTxn<'env> {
             ws: Some(ws),
             txnid,
             npages: base.npages,
-            catalog: base.catalog,
             free_rec: base.free,
             dbs: vec![Some(TxnDb {
                 rec: base.main,
@@ -241,7 +239,7 @@ impl<'env> RwTxn<'env> {
         }
         if self.dbs[idx].is_none() {
             let name = self.env.inner.db_name(idx).ok_or(Error::BadDbi)?;
-            let rec = catalog_lookup(self, &self.catalog, &name)?.ok_or(Error::BadDbi)?;
+            let rec = self.named_rec(&name)?.ok_or(Error::BadDbi)?;
             self.dbs[idx] = Some(TxnDb {
                 rec,
                 dirty: false,
@@ -273,8 +271,25 @@ impl<'env> RwTxn<'env> {
             return Ok((d.rec, v.cmp));
         }
         let name = self.env.inner.db_name(idx).ok_or(Error::BadDbi)?;
-        let rec = catalog_lookup(self, &self.catalog, &name)?.ok_or(Error::BadDbi)?;
+        let rec = self.named_rec(&name)?.ok_or(Error::BadDbi)?;
         Ok((rec, v.cmp))
+    }
+
+    /// The main database's record as this transaction sees it, and its key order.
+    pub(crate) fn main_ro(&self) -> Result<(DbRecord, KeyCmp)> {
+        let (_, v) = self.view(self.env.main_db())?;
+        let rec = self.dbs[0].as_ref().expect("main").rec;
+        Ok((rec, v.cmp))
+    }
+
+    /// The record of named database `name` as the main tree of this transaction holds it
+    /// (None: no such database).
+    fn named_rec(&self, name: &str) -> Result<Option<DbRecord>> {
+        let (main, cmp) = self.main_ro()?;
+        Ok(match catalog_lookup(self, &main, &cmp, name)? {
+            Named::Db(rec) => Some(rec),
+            Named::Plain | Named::Absent => None,
+        })
     }
 
     pub(crate) fn set_rec(&mut self, idx: usize, rec: DbRecord) {
@@ -363,6 +378,7 @@ impl<'env> RwTxn<'env> {
         };
         // Whatever the descent changed before a failure is the transaction's state now.
         self.set_rec(idx, rec);
+        let r = r.map_err(|e| self.off_main(idx, e));
         let (outcome, landed) = r.inspect_err(|_| self.put_hint = None)?;
         if !from_cursor {
             // A put that freed a dirty page bumped the epoch: the streak starts over.
@@ -452,7 +468,21 @@ impl<'env> RwTxn<'env> {
         if matches!(r, Ok(true)) {
             self.set_rec(idx, rec);
         }
-        r
+        r.map_err(|e| self.off_main(idx, e))
+    }
+
+    /// A write to database `idx` that met a named database's node (`Incompatible`): in the
+    /// main database the caller's mistake, anywhere else a damaged file (such nodes live in
+    /// the main tree only).
+    #[cold]
+    pub(crate) fn off_main(&self, idx: usize, e: Error) -> Error {
+        match e {
+            Error::Incompatible { what, .. } if idx != 0 => Error::corrupted(format!(
+                "database {}: a named database's node outside the main database ({what})",
+                self.env.inner.db_name(idx).unwrap_or_default()
+            )),
+            e => e,
+        }
     }
 
     /// Opens a named database, creating it if `flags` contains [`DbFlags::CREATE`].
@@ -478,25 +508,47 @@ impl<'env> RwTxn<'env> {
                 name.len()
             )));
         }
-        // Named databases created or deleted by this transaction are in `dbs`.
-        let existing = self
-            .env
-            .inner
-            .lookup_db(name)
-            .and_then(|i| self.dbs.get(i).cloned().flatten());
-        let rec = match existing {
-            Some(d) if !d.deleted => Some(d.rec),
-            Some(_) => None,
-            None => catalog_lookup(self, &self.catalog, name)?,
-        };
-        match rec {
-            Some(rec) => {
+        // LMDB's rule: a DUP_SORT or INTEGER_KEY main database holds no named database.
+        let main_flags = self.dbs[0].as_ref().expect("main").rec.flags;
+        if !crate::catalog::main_allows_named(main_flags) {
+            if flags.contains(DbFlags::CREATE) {
+                return Err(Error::Incompatible {
+                    existing: u32::from(main_flags),
+                    requested: persistent.bits(),
+                    what: format!(
+                        "named database {name:?}: the main database is DUP_SORT or \
+                         INTEGER_KEY (flags {main_flags:#x}) and holds no named database"
+                    ),
+                });
+            }
+            return Err(Error::DbNotFound {
+                name: name.to_string(),
+            });
+        }
+        // The main tree is current for names: creating and dropping change it at once. A
+        // database this transaction wrote has a newer record in `dbs`.
+        let (main, mcmp) = self.main_ro()?;
+        match catalog_lookup(self, &main, &mcmp, name)? {
+            Named::Plain => Err(crate::catalog::plain_key_error(name)),
+            Named::Db(found) => {
+                let loaded = self
+                    .env
+                    .inner
+                    .lookup_db(name)
+                    .and_then(|i| self.dbs.get(i).cloned().flatten())
+                    .filter(|d| !d.deleted);
+                let rec = loaded.map_or(found, |d| d.rec);
                 let stored = DbFlags::from_bits_retain(u32::from(rec.flags));
                 if flags.contains(DbFlags::CREATE) && !persistent.is_empty() && persistent != stored
                 {
                     return Err(Error::Incompatible {
                         existing: stored.bits(),
                         requested: persistent.bits(),
+                        what: format!(
+                            "database {name:?} was created with flags {:#x}, opened with {:#x}",
+                            stored.bits(),
+                            persistent.bits()
+                        ),
                     });
                 }
                 let db = self.env.inner.register_db(name, stored)?;
@@ -504,7 +556,7 @@ impl<'env> RwTxn<'env> {
                 if self.dbs.len() <= idx {
                     self.dbs.resize(idx + 1, None);
                 }
-                if self.dbs[idx].is_none() {
+                if self.dbs[idx].as_ref().is_none_or(|d| d.deleted) {
                     self.dbs[idx] = Some(TxnDb {
                         rec,
                         dirty: false,
@@ -514,22 +566,35 @@ impl<'env> RwTxn<'env> {
                 }
                 Ok(db)
             }
-            None if flags.contains(DbFlags::CREATE) => {
-                let count = catalog_names(self, &self.catalog)?.len() as u32;
-                if count >= self.env.inner.opts.max_dbs {
-                    return Err(Error::DbsFull {
-                        max: self.env.inner.opts.max_dbs,
-                    });
-                }
+            Named::Absent if flags.contains(DbFlags::CREATE) => {
+                // The handle first: a full handle table (max_dbs) changes nothing.
                 let db = self.env.inner.register_db(name, persistent)?;
                 let idx = db.idx as usize;
-                if self.dbs.len() <= idx {
-                    self.dbs.resize(idx + 1, None);
-                }
                 let rec = DbRecord {
                     flags: persistent.bits() as u16,
                     ..Default::default()
                 };
+                // Its key in the main database, at once (LMDB's layout).
+                let (_, mut mrec, mcmp) = self.db_state(self.env.main_db())?;
+                self.put_hint = None;
+                let v = rec.to_bytes();
+                let r = btree::insert::put(
+                    self,
+                    &mut mrec,
+                    &mcmp,
+                    name.as_bytes(),
+                    btree::insert::NewValue::with_flags(&v, format::NF_DB),
+                    btree::insert::Mode::NoOverwrite,
+                );
+                self.set_rec(0, mrec);
+                if r? != btree::insert::Outcome::Inserted {
+                    return Err(Error::internal(format!(
+                        "named database {name:?} appeared while being created"
+                    )));
+                }
+                if self.dbs.len() <= idx {
+                    self.dbs.resize(idx + 1, None);
+                }
                 self.dbs[idx] = Some(TxnDb {
                     rec,
                     dirty: true,
@@ -539,7 +604,7 @@ impl<'env> RwTxn<'env> {
                 self.changed = true;
                 Ok(db)
             }
-            None => Err(Error::DbNotFound {
+            Named::Absent => Err(Error::DbNotFound {
                 name: name.to_string(),
             }),
         }
@@ -550,24 +615,61 @@ impl<'env> RwTxn<'env> {
         self.create_db(name, DbFlags::empty())
     }
 
-    /// Empties a database, keeping it.
+    /// Empties a database, keeping it. Emptying the main database keeps the keys of the
+    /// named databases (and so the databases): only its plain keys go.
     pub fn clear_db(&mut self, db: Database) -> Result<()> {
         // Emptying needs no order: allowed whatever order the database is kept in.
-        let (idx, rec, _, _) = self.db_state_for(db, false)?;
+        let (idx, rec, cmp, _) = self.db_state_for(db, false)?;
+        let names = if idx == 0 {
+            crate::catalog::catalog_entries(self, &rec)?
+        } else {
+            Vec::new()
+        };
         btree::free::free_tree(self, &rec)?;
-        let empty = DbRecord {
+        let mut empty = DbRecord {
             flags: rec.flags,
             ..Default::default()
         };
+        if !names.is_empty() {
+            // The names are put back in this handle's order, which the stamped bits name.
+            empty.order = rec.order;
+            self.put_hint = None;
+        }
+        for (name, named) in names {
+            let v = named.to_bytes();
+            btree::insert::put(
+                self,
+                &mut empty,
+                &cmp,
+                &name,
+                btree::insert::NewValue::with_flags(&v, format::NF_DB),
+                btree::insert::Mode::Upsert,
+            )?;
+        }
         self.set_rec(idx, empty);
         Ok(())
     }
 
-    /// Deletes a named database (the main database is only emptied).
+    /// Deletes a named database: its pages are freed and its key leaves the main database.
+    /// The main database is only emptied (its named databases stay: see `clear_db`).
     pub fn drop_db(&mut self, db: Database) -> Result<()> {
-        self.clear_db(db)?;
         let idx = db.idx as usize;
+        if idx != 0 && db.env_id == self.env.inner.id {
+            // The main database must be writable by this handle before anything is freed.
+            self.db_state(self.env.main_db())?;
+        }
+        self.clear_db(db)?;
         if idx != 0 {
+            let name = self.env.inner.db_name(idx).ok_or(Error::BadDbi)?;
+            let (_, mut mrec, mcmp) = self.db_state(self.env.main_db())?;
+            self.put_hint = None;
+            let r = btree::delete::delete_db_node(self, &mut mrec, &mcmp, name.as_bytes());
+            self.set_rec(0, mrec);
+            if !r? {
+                return Err(Error::internal(format!(
+                    "named database {name:?} has no key in the main database"
+                )));
+            }
             self.dbs[idx].as_mut().expect("loaded").deleted = true;
         }
         Ok(())
@@ -581,7 +683,8 @@ impl<'env> RwTxn<'env> {
 
     /// The names of the named databases as this transaction sees them.
     pub fn db_names(&self) -> Result<Vec<String>> {
-        catalog_names(self, &self.catalog)
+        let (main, _) = self.main_ro()?;
+        crate::catalog::catalog_names(self, &main)
     }
 
     /// Discards every change.

@@ -161,13 +161,18 @@ fn read_db(r: &cairn::RoTxn<'_>, db: Database) -> Result<Reads, Error> {
 pub fn write_some(env: &Env) -> Result<(), Error> {
     let mut w = env.write_txn()?;
     let mut names: Vec<Option<String>> = vec![None];
-    names.extend(w.db_names()?.into_iter().map(Some));
+    let listed = w.db_names()?;
+    names.extend(listed.iter().cloned().map(Some));
     for name in names {
         let db = w.open_db(name.as_deref())?;
+        // The main database's keys that name named databases are written only by creating
+        // and dropping those (a put or delete of one is refused).
+        let plain = |k: &[u8]| name.is_some() || !listed.iter().any(|n| n.as_bytes() == k);
         let keys: Vec<Vec<u8>> = w
             .iter(db)?
             .take(64)
             .map(|e| e.map(|(k, _)| k.to_vec()))
+            .filter(|e| e.as_ref().map_or(true, |k| plain(k)))
             .collect::<Result<_, _>>()?;
         if let Some(k) = keys.first() {
             w.put(db, k, b"s", PutFlags::empty())?;
@@ -181,12 +186,20 @@ pub fn write_some(env: &Env) -> Result<(), Error> {
             k.truncate(200);
             w.put(db, &k, &[i as u8; 300], PutFlags::empty())?;
         }
+        let first = w
+            .iter(db)?
+            .take(64)
+            .map(|e| e.map(|(k, _)| k.to_vec()))
+            .find(|e| e.as_ref().map_or(true, |k| plain(k)))
+            .transpose()?;
         let mut c = w.cursor_mut(db)?;
-        if c.first()?.is_some() {
-            c.put_current(b"cursor")?;
-            c.next()?;
-            if c.current()?.is_some() {
-                c.del_current()?;
+        if let Some(k) = first {
+            if c.set(&k)?.is_some() {
+                c.put_current(b"cursor")?;
+                c.next()?;
+                if c.current()?.is_some_and(|(k, _)| plain(&k)) {
+                    c.del_current()?;
+                }
             }
         }
     }
