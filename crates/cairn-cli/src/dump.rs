@@ -2,9 +2,11 @@
 //! several databases is consistent even while writers go on.
 //!
 //! Which databases: the main one by default, one named database with -s, or with -a every
-//! database: the main one first when it holds entries or flags (LMDB's main database holds only
-//! the names of the others, so `mdb_dump -a` never writes it; Cairn's holds records of its own)
-//! and then each named one in name order. -l lists the names instead.
+//! database: the main one first when it holds keys besides the names of the others, or flags
+//! (`mdb_dump -a` never writes it), without those names (each named database has its own
+//! block, which creates it), and then each named one in name order. -l lists the names
+//! instead. The main database alone is written whole, the names' records included, as
+//! `mdb_dump` does.
 
 use crate::cli::DumpArgs;
 use crate::dumpfmt::{self, Format, Header};
@@ -62,10 +64,10 @@ pub fn dump_env(env: &Env, a: &DumpArgs, out: &mut dyn Write, show: bool) -> Cli
         let main = r.open_db(None).ctx(|| "main database".into())?;
         let st = r.stat(main).ctx(|| "main database".into())?;
         let flags = r.db_flags(main).ctx(|| "main database".into())?;
-        if st.entries > 0 || !flags.is_empty() || names.is_empty() {
+        if st.entries > names.len() as u64 || !flags.is_empty() || names.is_empty() {
             selected.push(None);
         }
-        selected.extend(names.into_iter().map(Some));
+        selected.extend(names.iter().cloned().map(Some));
     } else {
         selected.push(a.subdb.clone());
     }
@@ -86,20 +88,37 @@ pub fn dump_env(env: &Env, a: &DumpArgs, out: &mut dyn Write, show: bool) -> Cli
             .ctx(|| format!("database {}", name.as_deref().unwrap_or("(main)")))?;
         total += r.stat(db).ctx(|| "database statistics".into())?.entries;
     }
+    // With -a the names' keys of the main database are left to their databases' blocks.
+    let skip: &[String] = if a.all { &names } else { &[] };
+    if selected.first().is_some_and(Option::is_none) {
+        total = total.saturating_sub(skip.len() as u64);
+    }
     let pb = Progress::bar(show, total, "dumping", false);
     for name in &selected {
         let mut h = Header::new(format, name.clone(), 0);
         h.mapsize = Some(mapsize);
         h.maxreaders = Some(info.max_readers as u32);
         h.pagesize = Some(info.page_size as u32);
-        dump_db(&r, &mut h, out, &pb)?;
+        dump_db(
+            &r,
+            &mut h,
+            out,
+            &pb,
+            if name.is_none() { skip } else { &[] },
+        )?;
     }
     pb.finish();
     Ok(())
 }
 
-/// Writes one database's block.
-fn dump_db(r: &RoTxn<'_>, h: &mut Header, out: &mut dyn Write, pb: &Progress) -> CliResult {
+/// Writes one database's block, leaving out the keys in `skip`.
+fn dump_db(
+    r: &RoTxn<'_>,
+    h: &mut Header,
+    out: &mut dyn Write,
+    pb: &Progress,
+    skip: &[String],
+) -> CliResult {
     let label = h.database.clone().unwrap_or_else(|| "(main)".into());
     let db = r
         .open_db(h.database.as_deref())
@@ -111,6 +130,9 @@ fn dump_db(r: &RoTxn<'_>, h: &mut Header, out: &mut dyn Write, pb: &Progress) ->
     let mut n = 0u64;
     for item in r.iter(db).ctx(|| format!("reading database {label}"))? {
         let (k, v) = item.ctx(|| format!("reading database {label}"))?;
+        if !skip.is_empty() && skip.iter().any(|n| n.as_bytes() == k) {
+            continue;
+        }
         line.clear();
         dumpfmt::encode_item(&mut line, h.format, k, false);
         dumpfmt::encode_item(&mut line, h.format, v, false);

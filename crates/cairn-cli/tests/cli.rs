@@ -29,7 +29,8 @@ fn stat_text_matches_mdb_stat_labels() {
         "Freelist Status\n",
         "  Free pages: ",
         "Status of Main DB\n  Tree depth: 2\n",
-        "  Entries: 500\n",
+        // 500 keys and the names of the two named databases.
+        "  Entries: 502\n",
         "Status of ints\n",
         "  Entries: 100\n",
         "Status of rev\n",
@@ -61,7 +62,7 @@ fn stat_json_for_machines() {
     let dbs = v["databases"].as_array().unwrap();
     assert_eq!(dbs.len(), 3);
     assert_eq!(dbs[0]["name"], serde_json::Value::Null);
-    assert_eq!(dbs[0]["entries"], 500);
+    assert_eq!(dbs[0]["entries"], 502);
     assert_eq!(dbs[1]["name"], "ints");
     assert_eq!(dbs[1]["flags"], serde_json::json!(["integerkey"]));
     assert_eq!(dbs[2]["flags"], serde_json::json!(["reversekey"]));

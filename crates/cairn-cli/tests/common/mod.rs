@@ -105,13 +105,15 @@ pub fn build(path: &Path, c: &Contents) {
     w.commit().expect("commit");
 }
 
-/// Reads every database of an environment.
+/// Reads every database of an environment. The main database's keys that name the named
+/// databases (their records: page numbers, which a copy changes) are left out.
 pub fn read(path: &Path) -> Contents {
     let env = Env::options().read_only(true).open(path).expect("open");
     let r = env.read_txn().expect("read");
     let mut out = Contents::new();
+    let listed = r.db_names().expect("names");
     let mut names = vec![None];
-    names.extend(r.db_names().expect("names").into_iter().map(Some));
+    names.extend(listed.iter().cloned().map(Some));
     for name in names {
         let db = r.open_db(name.as_deref()).expect("open_db");
         let flags = r.db_flags(db).expect("flags").bits();
@@ -122,6 +124,7 @@ pub fn read(path: &Path) -> Contents {
                 let (k, v) = i.expect("item");
                 (k.to_vec(), v.to_vec())
             })
+            .filter(|(k, _)| name.is_some() || !listed.iter().any(|n| n.as_bytes() == k))
             .collect();
         if name.is_none() && recs.is_empty() && flags == 0 {
             continue;

@@ -6,7 +6,6 @@ methods, keyword arguments and exception classes. Differences a user can observe
 - ``map_size`` is an upper limit when given; when left out the file grows as needed.
 - ``buffers=True`` memoryviews are released when their transaction ends, so using one
   afterwards raises ``ValueError`` instead of reading memory that may have changed.
-- Named databases live in a catalog of their own, not as keys of the main database.
 - ``writemap``, ``meminit``, ``map_async``, ``readahead`` and ``lock`` are accepted and
   reported by ``Environment.flags()`` but change nothing; ``max_spare_txns`` sets how many of
   this process's idle reader slots ``readers()`` lists, as py-lmdb lists its spare
