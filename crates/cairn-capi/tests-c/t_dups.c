@@ -27,6 +27,11 @@ int main(void) {
 	MDB_val k, v;
 	size_t n;
 	CHECK(mdb_txn_begin(env, NULL, 0, &txn));
+	/* The main database's order (below, its keys are in it) is set before the named
+	 * databases are created: their names are keys of the main database, in its order. */
+	MDB_dbi m;
+	CHECK(mdb_dbi_open(txn, NULL, 0, &m));
+	CHECK(mdb_set_compare(txn, m, desc));
 	CHECK(mdb_dbi_open(txn, "dups", MDB_CREATE | MDB_DUPSORT, &d));
 	const char *colors[] = { "red", "green", "blue" };
 	for (int i = 0; i < 3; i++) {
@@ -141,7 +146,6 @@ int main(void) {
 	/* More values under "b" of "custom" (a sub-tree) and keys in the main database, both in
 	 * the C orders. */
 	CHECK(mdb_txn_begin(env, NULL, 0, &txn));
-	MDB_dbi m;
 	CHECK(mdb_dbi_open(txn, NULL, 0, &m));
 	CHECK(mdb_set_compare(txn, m, desc));
 	char kb[32], vb[32];

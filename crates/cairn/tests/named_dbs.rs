@@ -143,6 +143,11 @@ fn pairs(it: cairn::Result<cairn::Iter<'_>>) -> Vec<(Vec<u8>, Vec<u8>)> {
         .unwrap()
 }
 
+/// The keys an iterator yields, owned.
+fn keys_of(it: cairn::Result<cairn::Iter<'_>>) -> Vec<Vec<u8>> {
+    it.unwrap().map(|e| e.unwrap().0.to_vec()).collect()
+}
+
 /// The keys an iterator yields backwards, owned.
 fn keys_back(it: cairn::Result<cairn::Iter<'_>>) -> Vec<Vec<u8>> {
     it.unwrap().rev().map(|e| e.unwrap().0.to_vec()).collect()
@@ -398,11 +403,7 @@ fn names_follow_the_main_order() {
     w.create_db(Some("ay"), DbFlags::CREATE).unwrap();
     w.commit().unwrap();
     let r = env.read_txn().unwrap();
-    let keys: Vec<Vec<u8>> = r
-        .iter(main)
-        .unwrap()
-        .map(|e| e.unwrap().0.to_vec())
-        .collect();
+    let keys = keys_of(r.iter(main));
     // Compared from the last byte: "ba" < "xa" < "ab" < "ay" < "zz".
     let want: Vec<&[u8]> = vec![b"ba", b"xa", b"ab", b"ay", b"zz"];
     assert_eq!(keys, want);
@@ -490,11 +491,7 @@ fn emptying_main_keeps_named_databases() {
     drop(env);
     let env = Env::options().max_dbs(4).open(dir.path()).unwrap();
     let r = env.read_txn().unwrap();
-    let keys: Vec<Vec<u8>> = r
-        .iter(env.main_db())
-        .unwrap()
-        .map(|e| e.unwrap().0.to_vec())
-        .collect();
+    let keys = keys_of(r.iter(env.main_db()));
     assert_eq!(keys, [b"m00500x".to_vec(), b"zz".to_vec()]);
     let a = r.open_db(Some("m00500x")).unwrap();
     let b = r.open_db(Some("zz")).unwrap();
@@ -654,4 +651,53 @@ fn dropped_elsewhere() {
     ));
     drop(w);
     let _: Database = a;
+}
+
+/// The names sort in a user-supplied main order, set before the first named database; a
+/// handle without that order finds them by a walk: it opens, reads and writes the named
+/// databases (their records are updated in place at commit), and refuses to create or drop
+/// one (that would move keys of a main database whose order it does not know).
+#[test]
+fn names_under_a_user_supplied_main_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let desc: cairn::format::CmpFn = std::sync::Arc::new(|a: &[u8], b: &[u8]| b.cmp(a));
+    {
+        let env = Env::options().max_dbs(8).open(dir.path()).unwrap();
+        env.set_key_order(env.main_db(), Some(desc.clone()))
+            .unwrap();
+        let mut w = env.write_txn().unwrap();
+        for n in ["a", "m", "z"] {
+            let db = w.create_db(Some(n), DbFlags::CREATE).unwrap();
+            w.put(db, b"k", n.as_bytes(), PutFlags::empty()).unwrap();
+        }
+        for k in ["b", "y"] {
+            w.put(env.main_db(), k.as_bytes(), b"v", PutFlags::empty())
+                .unwrap();
+        }
+        w.commit().unwrap();
+        let r = env.read_txn().unwrap();
+        let keys = keys_of(r.iter(env.main_db()));
+        assert_eq!(keys, [&b"z"[..], b"y", b"m", b"b", b"a"]);
+        assert_eq!(r.db_names().unwrap(), ["z", "m", "a"]);
+    }
+    let env = Env::options().max_dbs(8).open(dir.path()).unwrap();
+    let mut w = env.write_txn().unwrap();
+    for n in ["a", "m", "z"] {
+        let db = w.open_db(Some(n)).unwrap();
+        assert_eq!(w.get(db, b"k").unwrap(), Some(n.as_bytes()));
+        w.put(db, b"more", b"1", PutFlags::empty()).unwrap();
+    }
+    assert!(matches!(
+        w.create_db(Some("new"), DbFlags::CREATE),
+        Err(Error::OrderUnknown { .. })
+    ));
+    w.commit().unwrap();
+    let r = env.read_txn().unwrap();
+    for n in ["a", "m", "z"] {
+        let db = r.open_db(Some(n)).unwrap();
+        assert_eq!(r.stat(db).unwrap().entries, 2);
+    }
+    let rep = r.check().unwrap();
+    assert!(rep.is_ok() && rep.databases == 3, "{rep:?}");
+    assert_eq!(rep.notes.len(), 1, "{:?}", rep.notes);
 }

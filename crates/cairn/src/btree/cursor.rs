@@ -383,6 +383,12 @@ impl Position {
         self.stack.last()
     }
 
+    /// The levels from the root down to the leaf, each page with the slot taken there (the
+    /// leaf's last), as a descent records them (for `touch_path`).
+    pub(crate) fn path(&self) -> &Path {
+        &self.stack
+    }
+
     /// Moves to slot `i` of the current leaf (the caller checked `i` against the page).
     #[inline]
     pub fn set_leaf_slot(&mut self, i: usize) {

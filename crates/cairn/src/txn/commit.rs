@@ -206,7 +206,7 @@ impl RwTxn<'_> {
     }
 
     /// Records of named databases changed by this transaction go into their nodes of the main
-    /// tree (created and dropped databases changed the main tree already).
+    /// tree, in place (created and dropped databases changed the main tree already).
     fn save_catalog(&mut self) -> Result<()> {
         let names: Vec<(String, format::DbRecord)> = self
             .dbs
@@ -224,24 +224,12 @@ impl RwTxn<'_> {
         if names.is_empty() {
             return Ok(());
         }
-        let (_, mut main, cmp) = self.db_state(self.env.main_db())?;
+        // In place, without the main database's order check: a record keeps its size, so no
+        // key moves, and the main database's record (its order bits) is left as it is.
+        let (mut main, cmp) = self.main_ro()?;
         let mut r = Ok(());
         for (name, rec) in names {
-            let v = rec.to_bytes();
-            r = btree::insert::put(
-                self,
-                &mut main,
-                &cmp,
-                name.as_bytes(),
-                btree::insert::NewValue::with_flags(&v, format::NF_DB),
-                btree::insert::Mode::Upsert,
-            )
-            .and_then(|o| match o {
-                btree::insert::Outcome::Replaced => Ok(()),
-                _ => Err(Error::internal(format!(
-                    "named database {name:?} had no key in the main database"
-                ))),
-            });
+            r = crate::catalog::update_record(self, &mut main, &cmp, name.as_bytes(), &rec);
             if r.is_err() {
                 break;
             }
