@@ -11,6 +11,9 @@
 //! cursor or the transaction) leaves it waiting in the pair's gap, as LMDB's C_DEL does: its
 //! next step forward lands on the pair that followed, its key()/value() read that pair
 //! (`state::Saved::Gone`).
+//!
+//! Over 1,000 lines on purpose: py-lmdb's `Cursor` is one class of some forty methods, and
+//! they share the position logic here (`cursor_calls.rs` holds the plain CPython entry points).
 
 use crate::convert::{arg, bytes_contents, finish, grab, key_arg, Arg, Out};
 use crate::env::PyDatabase;
