@@ -701,3 +701,44 @@ fn names_under_a_user_supplied_main_order() {
     assert!(rep.is_ok() && rep.databases == 3, "{rep:?}");
     assert_eq!(rep.notes.len(), 1, "{:?}", rep.notes);
 }
+
+/// Emptying the main database through a handle without its user-supplied order would put the
+/// names back in the handle's order and record that order as the main database's: the
+/// program that owns the order would then search a tree kept in another order and lose its
+/// named databases. It is refused (OrderUnknown) while names are there to put back.
+#[test]
+fn emptying_main_without_its_order_keeps_the_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let desc: cairn::format::CmpFn = std::sync::Arc::new(|a: &[u8], b: &[u8]| b.cmp(a));
+    let with_order = || {
+        let env = Env::options().max_dbs(8).open(dir.path()).unwrap();
+        env.set_key_order(env.main_db(), Some(desc.clone()))
+            .unwrap();
+        env
+    };
+    {
+        let env = with_order();
+        let mut w = env.write_txn().unwrap();
+        for n in ["a", "c", "e", "g", "i", "m", "z"] {
+            let db = w.create_db(Some(n), DbFlags::CREATE).unwrap();
+            w.put(db, b"k", n.as_bytes(), PutFlags::empty()).unwrap();
+        }
+        w.put(env.main_db(), b"b", b"v", PutFlags::empty()).unwrap();
+        w.commit().unwrap();
+    }
+    {
+        let env = Env::options().max_dbs(8).open(dir.path()).unwrap();
+        let mut w = env.write_txn().unwrap();
+        let r = w.clear_db(env.main_db());
+        assert!(matches!(r, Err(Error::OrderUnknown { .. })), "{r:?}");
+        drop(w);
+    }
+    let env = with_order();
+    let r = env.read_txn().unwrap();
+    for n in ["a", "c", "e", "g", "i", "m", "z"] {
+        let db = r.open_db(Some(n)).unwrap();
+        assert_eq!(r.get(db, b"k").unwrap(), Some(n.as_bytes()));
+    }
+    let rep = r.check().unwrap();
+    assert!(rep.is_ok(), "{rep:?}");
+}

@@ -625,6 +625,11 @@ impl<'env> RwTxn<'env> {
         } else {
             Vec::new()
         };
+        if !names.is_empty() {
+            // The names go back in order: refused (before anything is freed) when this
+            // handle lacks the order the main database is kept in.
+            self.db_state_for(db, true)?;
+        }
         btree::free::free_tree(self, &rec)?;
         let mut empty = DbRecord {
             flags: rec.flags,
