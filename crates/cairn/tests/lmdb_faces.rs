@@ -47,7 +47,7 @@ fn no_lock_creates_no_lock_file() {
     let mut w = env.write_txn().unwrap();
     w.put(env.main_db(), b"a", b"1", PutFlags::empty()).unwrap();
     w.commit().unwrap();
-    assert!(env.read_txn().unwrap().check().is_ok());
+    assert!(env.read_txn().unwrap().check().unwrap().is_ok());
     drop(env);
     assert!(dir.path().join("data.mdb").is_file());
     assert!(!dir.path().join("lock.mdb").exists());
@@ -110,7 +110,7 @@ fn one_key_limit_for_every_database() {
         ));
     }
     w.commit().unwrap();
-    assert!(env.read_txn().unwrap().check().is_ok());
+    assert!(env.read_txn().unwrap().check().unwrap().is_ok());
 }
 
 /// Dropping the last handle of a lazy environment while another handle of the same file, on
@@ -144,5 +144,5 @@ fn closing_never_waits_for_the_writer() {
         .expect("dropping a handle waited for another handle's writer");
     assert!(both);
     let env = Env::open(dir.path()).unwrap();
-    assert!(env.read_txn().unwrap().check().is_ok());
+    assert!(env.read_txn().unwrap().check().unwrap().is_ok());
 }
