@@ -742,3 +742,77 @@ fn emptying_main_without_its_order_keeps_the_order() {
     let rep = r.check().unwrap();
     assert!(rep.is_ok(), "{rep:?}");
 }
+
+/// A transaction that drops a named database and creates it again with other flags, then
+/// aborts, leaves the database as it was: a write through the handle afterwards keeps the
+/// database's own key order (the handle's flags follow its record), not the aborted one's.
+#[test]
+fn aborted_re_creation_with_other_flags_keeps_the_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::options().max_dbs(8).open(dir.path()).unwrap();
+    let mut w = env.write_txn().unwrap();
+    let x = w.create_db(Some("x"), DbFlags::CREATE).unwrap();
+    for i in [1u64, 256, 65536, 2, 3] {
+        w.put(x, &i.to_le_bytes(), b"v", PutFlags::empty()).unwrap();
+    }
+    w.commit().unwrap();
+    {
+        let mut w = env.write_txn().unwrap();
+        w.drop_db(x).unwrap();
+        let again = w
+            .create_db(Some("x"), DbFlags::CREATE | DbFlags::INTEGER_KEY)
+            .unwrap();
+        assert_eq!(again, x);
+        // Aborted.
+    }
+    let mut w = env.write_txn().unwrap();
+    for i in [4u64, 512, 7, 1 << 20] {
+        w.put(x, &i.to_le_bytes(), b"v", PutFlags::empty()).unwrap();
+    }
+    w.commit().unwrap();
+    let r = env.read_txn().unwrap();
+    let rep = r.check().unwrap();
+    assert!(rep.is_ok(), "{rep:?}");
+    assert_eq!(r.stat(x).unwrap().entries, 9);
+    let mut want: Vec<Vec<u8>> = [1u64, 256, 65536, 2, 3, 4, 512, 7, 1 << 20]
+        .iter()
+        .map(|i| i.to_le_bytes().to_vec())
+        .collect();
+    want.sort();
+    assert_eq!(keys_of(r.iter(x)), want);
+}
+
+/// A reader that opens a named database from a snapshot older than a writer's re-creation of
+/// it with other flags does not change the order that writer puts keys in.
+#[test]
+#[expect(
+    clippy::host_endian_bytes,
+    reason = "INTEGER_KEY keys are native integers, as in LMDB"
+)]
+fn reader_open_during_re_creation_keeps_the_writers_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::options().max_dbs(8).open(dir.path()).unwrap();
+    let mut w = env.write_txn().unwrap();
+    let x = w.create_db(Some("x"), DbFlags::CREATE).unwrap();
+    w.put(x, b"k", b"v", PutFlags::empty()).unwrap();
+    w.commit().unwrap();
+    let mut w = env.write_txn().unwrap();
+    w.drop_db(x).unwrap();
+    let x = w
+        .create_db(Some("x"), DbFlags::CREATE | DbFlags::INTEGER_KEY)
+        .unwrap();
+    w.put(x, &1u64.to_ne_bytes(), b"v", PutFlags::empty())
+        .unwrap();
+    {
+        let r = env.read_txn().unwrap();
+        assert_eq!(r.open_db(Some("x")).unwrap(), x);
+    }
+    for i in [256u64, 2, 65536, 3] {
+        w.put(x, &i.to_ne_bytes(), b"v", PutFlags::empty()).unwrap();
+    }
+    w.commit().unwrap();
+    let r = env.read_txn().unwrap();
+    let rep = r.check().unwrap();
+    assert!(rep.is_ok(), "{rep:?}");
+    assert_eq!(r.stat(x).unwrap().entries, 5);
+}

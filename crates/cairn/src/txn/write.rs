@@ -233,7 +233,7 @@ impl<'env> RwTxn<'env> {
                 }
             }
         }
-        let (idx, v) = self.view(db)?;
+        let (idx, mut v) = self.view(db)?;
         if self.dbs.len() <= idx {
             self.dbs.resize(idx + 1, None);
         }
@@ -247,10 +247,20 @@ impl<'env> RwTxn<'env> {
                 fast: None,
             });
         }
-        let d = self.dbs[idx].as_mut().expect("loaded");
+        let d = self.dbs[idx].as_ref().expect("loaded");
         if d.deleted {
             return Err(Error::BadDbi);
         }
+        // The handle's flags (and so its order) follow this transaction's record: they are
+        // the environment's, which an aborted transaction that dropped the database and
+        // created it again with other flags changed, as does a reader's open of an older one.
+        let stored = DbFlags::from_bits_retain(u32::from(d.rec.flags));
+        if idx != 0 && stored != v.flags {
+            let name = self.env.inner.db_name(idx).ok_or(Error::BadDbi)?;
+            self.env.inner.register_db(&name, stored)?;
+            v = self.view(db)?.1;
+        }
+        let d = self.dbs[idx].as_mut().expect("loaded");
         let mut rec = d.rec;
         self.env.inner.stamp_order(idx, &mut rec, v.bits, guard)?;
         if guard {
