@@ -765,6 +765,13 @@ fn aborted_re_creation_with_other_flags_keeps_the_order() {
         assert_eq!(again, x);
         // Aborted.
     }
+    // A reader finds the keys in the database's own order.
+    {
+        let r = env.read_txn().unwrap();
+        for i in [1u64, 256, 65536, 2, 3] {
+            assert_eq!(r.get(x, &i.to_le_bytes()).unwrap(), Some(&b"v"[..]), "{i}");
+        }
+    }
     let mut w = env.write_txn().unwrap();
     for i in [4u64, 512, 7, 1 << 20] {
         w.put(x, &i.to_le_bytes(), b"v", PutFlags::empty()).unwrap();

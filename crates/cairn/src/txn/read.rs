@@ -76,7 +76,15 @@ impl<'env> RoTxn<'env> {
         else {
             return Err(Error::BadDbi);
         };
-        let hit = (rec, self.env.inner.db_cmp(idx));
+        // The snapshot's record decides the order when the handle's flags are not its own (an
+        // aborted drop-and-create with other flags, or a writer's re-creation since).
+        let stored = DbFlags::from_bits_retain(u32::from(rec.flags));
+        let cmp = if self.env.inner.db_flags(idx) == stored {
+            self.env.inner.db_cmp(idx)
+        } else {
+            crate::db::cmp_for(stored)
+        };
+        let hit = (rec, cmp);
         // A user-supplied order that reads through this transaction may hold the cache.
         if let Ok(mut c) = self.cache.try_borrow_mut() {
             if c.len() <= idx {
