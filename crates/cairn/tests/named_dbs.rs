@@ -773,6 +773,9 @@ fn aborted_re_creation_with_other_flags_keeps_the_order() {
         }
     }
     let mut w = env.write_txn().unwrap();
+    for i in [1u64, 256, 65536, 2, 3] {
+        assert_eq!(w.get(x, &i.to_le_bytes()).unwrap(), Some(&b"v"[..]), "{i}");
+    }
     for i in [4u64, 512, 7, 1 << 20] {
         w.put(x, &i.to_le_bytes(), b"v", PutFlags::empty()).unwrap();
     }

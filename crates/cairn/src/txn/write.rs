@@ -274,14 +274,20 @@ impl<'env> RwTxn<'env> {
 
     pub(crate) fn db_ro(&self, db: Database) -> Result<(DbRecord, KeyCmp)> {
         let (idx, v) = self.view(db)?;
-        if let Some(Some(d)) = self.dbs.get(idx) {
-            if d.deleted {
-                return Err(Error::BadDbi);
+        let rec = match self.dbs.get(idx) {
+            Some(Some(d)) if d.deleted => return Err(Error::BadDbi),
+            Some(Some(d)) => d.rec,
+            _ => {
+                let name = self.env.inner.db_name(idx).ok_or(Error::BadDbi)?;
+                self.named_rec(&name)?.ok_or(Error::BadDbi)?
             }
-            return Ok((d.rec, v.cmp));
+        };
+        // The record decides the order when the handle's flags are not its own (see
+        // `db_state_for`).
+        let stored = DbFlags::from_bits_retain(u32::from(rec.flags));
+        if idx != 0 && v.flags != stored {
+            return Ok((rec, crate::db::cmp_for(stored)));
         }
-        let name = self.env.inner.db_name(idx).ok_or(Error::BadDbi)?;
-        let rec = self.named_rec(&name)?.ok_or(Error::BadDbi)?;
         Ok((rec, v.cmp))
     }
 
