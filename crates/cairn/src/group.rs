@@ -31,10 +31,13 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
-/// A queued closure: runs the caller's closure in a nested transaction of the transaction it is
-/// given, stores the caller's result where the caller reads it, and says whether its changes
-/// were kept (false: rolled back).
-type JobFn = Box<dyn for<'t, 'e> FnOnce(&'t mut RwTxn<'e>) -> bool + Send + 'static>;
+/// A queued closure: runs the caller's closure in the transaction it is given, in a nesting
+/// level of its own when `framed`, stores the caller's result where the caller reads it, and
+/// says whether its changes were kept (false: rolled back, or, unframed, to be rolled back by
+/// aborting the transaction). `'a`: what it borrows from its caller's frame.
+type BorrowedJob<'a> = Box<dyn for<'t, 'e> FnOnce(&'t mut RwTxn<'e>, bool) -> bool + Send + 'a>;
+/// A queued closure as the queue holds it (see the safety argument in `write_grouped`).
+type JobFn = BorrowedJob<'static>;
 
 struct Job {
     run: JobFn,
@@ -140,27 +143,24 @@ impl Env {
         crate::txn::refuse_inside_group_job(self.inner.id)?;
         let mut out: Option<Outcome<R>> = None;
         let out_ref = &mut out;
-        let run = move |txn: &mut RwTxn<'_>| -> bool {
-            let depth = txn.push_frame();
+        let run = move |txn: &mut RwTxn<'_>, framed: bool| -> bool {
+            let depth = framed.then(|| txn.push_frame());
             let r = catch_unwind(AssertUnwindSafe(|| f(txn)));
             let keep = matches!(r, Ok(Ok(_)));
-            txn.settle_frames(depth, keep);
+            if let Some(depth) = depth {
+                txn.settle_frames(depth, keep);
+            }
             *out_ref = Some(r);
             keep
         };
-        let run: Box<dyn for<'t, 'e> FnOnce(&'t mut RwTxn<'e>) -> bool + Send + '_> = Box::new(run);
+        let run: BorrowedJob<'_> = Box::new(run);
         // SAFETY: docs/safety.md §9. Only the lifetime bound changes (same layout). The box
         // borrows `f`'s captures and `out` from this frame; it is consumed (called or dropped)
         // by a leader before the slot is answered (`Cycle`), and this function does not return
         // or unwind before `slot.wait()` gives an answer (`wait` neither panics nor returns
         // early), so no borrow outlives this frame.
         #[allow(unsafe_code)]
-        let run: JobFn = unsafe {
-            std::mem::transmute::<
-                Box<dyn for<'t, 'e> FnOnce(&'t mut RwTxn<'e>) -> bool + Send + '_>,
-                JobFn,
-            >(run)
-        };
+        let run: JobFn = unsafe { std::mem::transmute::<BorrowedJob<'_>, JobFn>(run) };
         let slot = Arc::new(Slot {
             state: Mutex::new(Answer::Waiting),
             cv: Condvar::new(),
@@ -196,8 +196,9 @@ impl Env {
     /// Runs groups until `own`'s job is answered, then passes the lead on; returns the answer.
     fn lead(&self, group: &Group, own: &Slot) -> Answer {
         let _lead = Lead(group);
+        let mut cycle = Cycle::default();
         loop {
-            self.cycle(group);
+            self.cycle(group, &mut cycle);
             let mut g = lock(&own.state);
             if !matches!(*g, Answer::Waiting) {
                 return std::mem::replace(&mut *g, Answer::Waiting);
@@ -205,28 +206,40 @@ impl Env {
         }
     }
 
-    /// One group: take jobs, run them in one write transaction, commit, answer.
-    fn cycle(&self, group: &Group) {
+    /// One group: take jobs, run them in one write transaction, commit, answer. `cycle` comes
+    /// empty and is left empty (its buffers are kept for the next group).
+    fn cycle(&self, group: &Group, cycle: &mut Cycle) {
         let opts = &self.inner.opts;
-        let mut cycle = Cycle {
-            ran: Vec::new(),
-            todo: VecDeque::new(),
-        };
         take(group, &mut cycle.todo, opts.group_max_writes);
         let mut txn = match RwTxn::begin(self) {
             Ok(t) => t,
             Err(e) => return cycle.finish(Err(e)),
         };
         let started = Instant::now();
-        let _running = crate::txn::GroupJobMark::enter(self.inner.id);
+        let mut running = crate::txn::GroupJobMark::enter(self.inner.id);
+        // The first job of a transaction runs without a nesting level (most groups of a
+        // lightly loaded writer hold one job, which then costs what a plain transaction
+        // costs); if it fails, the transaction is aborted and begun again.
+        let mut fresh = true;
         loop {
             while let Some(job) = cycle.todo.pop_front() {
                 // Listed before it runs, so that an unwinding leader answers it too.
                 cycle.ran.push((job.slot, false));
-                let kept = (job.run)(&mut txn);
+                let kept = (job.run)(&mut txn, !fresh);
                 if let Some(last) = cycle.ran.last_mut() {
                     last.1 = kept;
                 }
+                if fresh && !kept {
+                    drop(running);
+                    drop(txn);
+                    txn = match RwTxn::begin(self) {
+                        Ok(t) => t,
+                        Err(e) => return cycle.finish(Err(e)),
+                    };
+                    running = crate::txn::GroupJobMark::enter(self.inner.id);
+                    continue;
+                }
+                fresh = false;
             }
             let room = opts.group_max_writes.saturating_sub(cycle.ran.len());
             if room == 0 || started.elapsed() >= opts.group_max_time {
@@ -237,7 +250,7 @@ impl Env {
                 break;
             }
         }
-        drop(_running);
+        drop(running);
         cycle.finish(txn.commit());
     }
 }
@@ -251,6 +264,7 @@ fn take(group: &Group, into: &mut VecDeque<Job>, max: usize) -> usize {
 }
 
 /// The jobs of one group: answered by `finish`, or by the drop if the leader unwinds.
+#[derive(Default)]
 struct Cycle {
     /// Jobs run, with whether their changes were kept.
     ran: Vec<(Arc<Slot>, bool)>,
@@ -259,7 +273,9 @@ struct Cycle {
 }
 
 impl Cycle {
-    fn finish(mut self, commit: Result<()>) {
+    /// Answers every job of the group (the jobs not run are dropped first: `write_grouped`'s
+    /// safety argument) and leaves the cycle empty, its buffers kept.
+    fn finish(&mut self, commit: Result<()>) {
         let unrun: Vec<Arc<Slot>> = self.todo.drain(..).map(|j| j.slot).collect();
         match commit {
             Ok(()) => {
