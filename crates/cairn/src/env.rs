@@ -9,7 +9,7 @@ use crate::options::{Durability, EnvOptions};
 use crate::os::Map;
 use crate::recover::{current_meta, recover};
 use crate::shared::{ReaderInfo, Shared};
-use crate::state::{load_writer, DbInfo, Env, EnvInner, WriterState};
+use crate::state::{DbInfo, Env, EnvInner, WriterState};
 use crate::storage::{FileStorage, Storage};
 use crate::txn::{RoTxn, RwTxn};
 use std::fs::OpenOptions;
@@ -115,9 +115,11 @@ pub struct EnvInfo {
     pub readers: usize,
     /// Reader table size.
     pub max_readers: usize,
-    /// Pages reusable now.
+    /// Pages reusable now, as this handle's writer state counts them: 0 until the handle's
+    /// first write transaction reads the free tree (opening does not: it costs O(1) in the
+    /// file's size). `RoTxn::free_runs` reads the free tree itself.
     pub free_pages: u64,
-    /// Pages freed but still visible to a snapshot.
+    /// Pages freed but still visible to a snapshot (counted as `free_pages` is).
     pub pending_pages: u64,
 }
 
@@ -173,7 +175,8 @@ impl Env {
             // No other handle is alive: the data file is the only truth (after a crash or a
             // reboot the lock file's contents mean nothing).
             failpoint!("open.before_recover");
-            let (meta, slots) = if storage.is_empty() || interrupted_creation(&*storage)? {
+            // The slots' txnids are read again with the free tree (`refresh_writer`).
+            let (meta, _slots) = if storage.is_empty() || interrupted_creation(&*storage)? {
                 if opts.read_only {
                     return Err(Error::Invalid("cannot create a database read-only".into()));
                 }
@@ -185,8 +188,11 @@ impl Env {
             shared.init(&meta);
             failpoint!("open.after_init");
             shared.lock.joined()?;
+            // The free tree is read at the first write transaction (`refresh_writer`), not
+            // here: opening costs what recovery checks (the last commit's pages), not what the
+            // file holds, and a handle that only reads never reads it.
             let mut ws = WriterState::unloaded(meta);
-            load_writer(&*storage, &mut ws, slots)?;
+            ws.recovered = true;
             ws
         } else {
             if storage.is_empty() {
@@ -403,7 +409,8 @@ impl Drop for Env {
         {
             let unsynced = {
                 let g = self.inner.writer.lock().unwrap_or_else(|p| p.into_inner());
-                g.as_ref().is_some_and(|w| w.loaded && !w.meta.is_steady())
+                g.as_ref()
+                    .is_some_and(|w| (w.loaded || w.recovered) && !w.meta.is_steady())
             };
             // Never waits for the writer (closing must not hang): if a transaction holds it
             // (of another handle, even on this thread), that writer's own commits and flushes

@@ -41,9 +41,13 @@ pub(crate) struct WriterState {
     /// The dirty-page map of the last transaction, emptied, for the next one (so that a small
     /// transaction's map does not grow from nothing each time).
     pub dirty_spare: PageMap<PageBuf>,
-    /// False until the state is read from the data file (a handle that joined others loads
-    /// it at its first write transaction).
+    /// False until the free tree and the slots are read from the data file, which every
+    /// handle does at its first write transaction (`refresh_writer`), so that opening costs
+    /// O(1) in the file's size.
     pub loaded: bool,
+    /// `meta` is the commit this handle's recovery chose at open (the first handle), not a
+    /// value read from the lock file: closing a lazy handle flushes it if it is not steady.
+    pub recovered: bool,
 }
 
 pub(crate) struct EnvInner {
@@ -103,6 +107,7 @@ impl WriterState {
             pool: Vec::new(),
             dirty_spare: Default::default(),
             loaded: false,
+            recovered: false,
         }
     }
 }
