@@ -309,10 +309,14 @@ def test_calls_share_commits(env):
     ids = []
     first_running = threading.Event()
     lock = threading.Lock()
+    calling = threading.Semaphore(0)
 
     def slow(txn):
         first_running.set()
-        time.sleep(0.3)
+        # Until the eight others are about to queue, and a while longer.
+        for _ in range(8):
+            assert calling.acquire(timeout=30)
+        time.sleep(0.5)
         with lock:
             ids.append(txn.id())
         txn.put(b"slow", b"1")
@@ -323,6 +327,7 @@ def test_calls_share_commits(env):
                 ids.append(txn.id())
             txn.put(b"q%d" % i, b"1")
 
+        calling.release()
         env.write_grouped(fn)
 
     lead = threading.Thread(target=env.write_grouped, args=(slow,))
@@ -334,16 +339,20 @@ def test_calls_share_commits(env):
     for o in [lead] + others:
         o.join(30)
     assert len(ids) == 9
-    # The first group carried the slow call; the eight queued meanwhile share one or two more.
+    # The first group carried the slow call; the eight queued meanwhile share the next one
+    # (a thread slowed down between its release and its call may make a third).
     assert len(set(ids)) <= 3
     assert env.stat()["entries"] == 9
 
 
-def test_callable_runs_after_the_ones_queued_before(env):
+def test_blocked_group_holds_later_calls(env):
+    """Calls queued while a callable runs wait for it, and then all run."""
     order = []
     gate = threading.Event()
+    running = threading.Event()
 
     def blocker(txn):
+        running.set()
         gate.wait(30)
         order.append("blocker")
 
@@ -352,14 +361,13 @@ def test_callable_runs_after_the_ones_queued_before(env):
 
     b = threading.Thread(target=env.write_grouped, args=(blocker,))
     b.start()
-    time.sleep(0.05)
-    qs = []
-    for i in range(4):
-        q = threading.Thread(target=queued, args=(i,))
+    assert running.wait(30)
+    qs = [threading.Thread(target=queued, args=(i,)) for i in range(4)]
+    for q in qs:
         q.start()
-        qs.append(q)
-        time.sleep(0.05)
+    time.sleep(0.1)
+    assert order == []
     gate.set()
     for t in [b] + qs:
         t.join(30)
-    assert order == ["blocker", 0, 1, 2, 3]
+    assert order[0] == "blocker" and sorted(order[1:]) == [0, 1, 2, 3]
