@@ -45,6 +45,9 @@ pub struct MDB_env {
     mapsize: Option<u64>,
     /// cairn_env_set_sync_bytes: Some(None) disables the periodic flush.
     pub(crate) sync_bytes: Option<Option<u64>>,
+    /// cairn_env_set_group_limits: a group's most writes and longest growth in microseconds
+    /// (0: the engine's default).
+    pub(crate) group_limits: (usize, u32),
     maxreaders: u32,
     pub(crate) maxdbs: u32,
     flags: c_uint,
@@ -253,6 +256,7 @@ pub unsafe extern "C" fn mdb_env_create(env: *mut *mut MDB_env) -> c_int {
             env: None,
             mapsize: None,
             sync_bytes: None,
+            group_limits: (0, 0),
             maxreaders: 126,
             maxdbs: 0,
             flags: 0,
@@ -313,7 +317,7 @@ pub unsafe extern "C" fn mdb_env_open(
         if let (Durability::Lazy, Some(b)) = (dur, e.sync_bytes) {
             sync_bytes = b;
         }
-        let o = Env::options()
+        let mut o = Env::options()
             // LMDB limits the named handles open at once, which mdb_dbi_open counts itself
             // (`names`); the engine's limit, on the databases a file holds and on the handles
             // an Env ever opened, would refuse what LMDB allows.
@@ -332,6 +336,13 @@ pub unsafe extern "C" fn mdb_env_open(
             // lock file at all with MDB_NOLOCK.
             .file_names(FileNames::Lmdb)
             .no_lock(flags & MDB_NOLOCK != 0);
+        let (max_writes, max_time_us) = e.group_limits;
+        if max_writes > 0 {
+            o = o.group_max_writes(max_writes);
+        }
+        if max_time_us > 0 {
+            o = o.group_max_time(std::time::Duration::from_micros(u64::from(max_time_us)));
+        }
         let (data, lock) = o.files(&p);
         let existed = data.exists();
         // The reservation is address space only; where that is limited (ulimit -v, valgrind)

@@ -50,6 +50,9 @@ pub struct MDB_txn {
     pub(crate) owns_dbis: bool,
     /// After mdb_txn_reset: the thread listed in `MDB_env::resets` for this handle, else 0.
     reset_tid: u64,
+    /// The handle of a `cairn_write_grouped` call: its kind `Rw` points at the group's nested
+    /// level only while the callback runs (`run_grouped`); mdb_txn_commit/abort refuse it.
+    pub(crate) grouped: bool,
 }
 
 /// Handles cached per transaction (higher ones are looked up each time): the main database's
@@ -301,6 +304,7 @@ fn alloc_txn(e: &MDB_env, env: *mut MDB_env, parent: *mut MDB_txn) -> *mut MDB_t
         broken: false,
         owns_dbis: false,
         reset_tid: 0,
+        grouped: false,
     }))
 }
 
@@ -319,6 +323,7 @@ unsafe fn recycle(env: *mut MDB_env, t: *mut MDB_txn) {
     b.child = std::ptr::null_mut();
     b.broken = false;
     b.owns_dbis = false;
+    b.grouped = false;
     b.unlist_reset();
     b.cursors.clear();
     // SAFETY: the caller's contract, passed on; the handle is blank now.
@@ -621,6 +626,11 @@ pub unsafe extern "C" fn mdb_txn_commit(txn: *mut MDB_txn) -> c_int {
             return libc::EINVAL;
         }
         // SAFETY: docs/safety.md §7: a live handle.
+        if unsafe { (*txn).grouped } {
+            // A grouped write's transaction: its group commits it (cairn.h).
+            return libc::EINVAL;
+        }
+        // SAFETY: docs/safety.md §7: a live handle.
         unsafe { finish(txn, true) }
     })
 }
@@ -629,7 +639,9 @@ pub unsafe extern "C" fn mdb_txn_commit(txn: *mut MDB_txn) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn mdb_txn_abort(txn: *mut MDB_txn) {
     guard_void(|| {
-        if !txn.is_null() {
+        // SAFETY: docs/safety.md §7: a live handle; a grouped write's is left to its group
+        // (cairn.h: no effect).
+        if !txn.is_null() && !unsafe { (*txn).grouped } {
             // SAFETY: docs/safety.md §7: a live handle.
             unsafe { finish(txn, false) };
         }
@@ -704,4 +716,73 @@ pub unsafe extern "C" fn mdb_txn_id(txn: *mut MDB_txn) -> libc::size_t {
         out = id as libc::size_t;
     });
     out
+}
+
+/// The handle of a `cairn_write_grouped` call (blank, marked grouped), made on the caller's
+/// thread and ended there by [`end_grouped`] once the group answered.
+pub(crate) fn begin_grouped(e: &MDB_env, env: *mut MDB_env) -> *mut MDB_txn {
+    let t = new_txn(e, env, std::ptr::null_mut());
+    // SAFETY: docs/safety.md §7: the blank handle new_txn just gave this call.
+    unsafe { (*t).grouped = true };
+    t
+}
+
+/// Runs the callback `f(t, ctx)` on the group's leader thread, with the grouped handle `t`
+/// lent `rw`, the call's nested level; ends what the callback left open (a child is aborted,
+/// cursors are freed as at a commit) and takes `rw` back out of the handle before returning.
+/// Returns the callback's code, or MDB_BAD_TXN when it returned 0 from a transaction a failed
+/// write left unusable (LMDB's commit answers so).
+///
+/// # Safety
+/// `t` is a handle from [`begin_grouped`] that nothing else uses meanwhile; `f` and `ctx` are
+/// the caller's (cairn.h's contract).
+pub(crate) unsafe fn run_grouped(
+    t: *mut MDB_txn,
+    rw: &mut RwTxn<'_>,
+    f: unsafe extern "C" fn(*mut MDB_txn, *mut libc::c_void) -> c_int,
+    ctx: *mut libc::c_void,
+) -> c_int {
+    // The pointer is the handle's only while the callback runs (docs/safety.md §7, "Grouped
+    // writes"); only the lifetime changes.
+    let p = std::ptr::from_mut(rw).cast::<RwTxn<'static>>();
+    // SAFETY: docs/safety.md §7: the caller's handle, blank (kind `Reset`, owning nothing).
+    unsafe { (*t).kind = Kind::Rw(p) };
+    // SAFETY: the caller's callback, given a live write transaction (cairn.h's contract).
+    let rc = unsafe { f(t, ctx) };
+    // SAFETY: docs/safety.md §7: the handle is this call's again; the callback has returned.
+    let child = unsafe { (*t).child };
+    if !child.is_null() {
+        // SAFETY: docs/safety.md §7: the live child, which the callback left open.
+        unsafe { finish(child, false) };
+    }
+    // SAFETY: docs/safety.md §7: as above.
+    let h = unsafe { &mut *t };
+    for &c in &h.cursors {
+        // SAFETY: docs/safety.md §7: registered cursors are live; a write transaction's are
+        // freed at its end.
+        unsafe { cursor::detach(c, true) };
+    }
+    h.cursors.clear();
+    h.kind = Kind::Reset;
+    if rc == 0 && h.broken {
+        MDB_BAD_TXN
+    } else {
+        rc
+    }
+}
+
+/// Ends a grouped handle after its group answered: the handles it opened are kept if its
+/// changes were committed, closed else; the handle is recycled.
+///
+/// # Safety
+/// `t` is a handle from [`begin_grouped`], which the caller gives up; its callback has
+/// returned.
+pub(crate) unsafe fn end_grouped(t: *mut MDB_txn, committed: bool) {
+    // SAFETY: docs/safety.md §7: the caller's handle.
+    let h = unsafe { &mut *t };
+    debug_assert!(matches!(h.kind, Kind::Reset) && h.child.is_null() && h.cursors.is_empty());
+    h.settle_dbis(t, committed);
+    let env = h.env;
+    // SAFETY: docs/safety.md §7: finished; the caller gives it up.
+    unsafe { recycle(env, t) };
 }

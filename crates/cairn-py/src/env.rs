@@ -5,7 +5,7 @@
 //! only once at a time (py-lmdb 2.x refuses the second open the same way).
 
 use crate::errors::{self, closed};
-use crate::state::{lock, thread_tag, EnvCore, TxnState};
+use crate::state::{lock, thread_tag, EnvCore, GroupedRw, StateCell, TxnShared, TxnState};
 use crate::txn::Transaction;
 use cairn::{Database, DbFlags, Durability, Env, FileNames};
 use pyo3::exceptions::PyTypeError;
@@ -426,6 +426,59 @@ impl Environment {
         Transaction::begin(slf, db, parent, write, buffers)
     }
 
+    /// Runs `fn(txn)` in a write transaction shared with the grouped writes of this process's
+    /// other threads, and returns `fn`'s result once its changes are committed (durable, unless
+    /// the environment was opened with sync=False or metasync=False).
+    ///
+    /// Threads that call this while a commit is in flight share the next one: one of them, the
+    /// group's leader, calls each queued `fn` in turn, each in a nested transaction of its own,
+    /// then commits once (one flush) and wakes them all. `fn` may therefore run on another
+    /// thread (the leader's), after the callables queued before it. An exception raised by
+    /// `fn` rolls back its changes alone and is raised here; the others still commit. `txn` is
+    /// usable only during the call (then, as its cursors, it raises `cairn.Error`); it
+    /// refuses `commit` and `abort` (the group commits it), and a write transaction of this
+    /// environment cannot be begun inside `fn` (it raises). `db`: `txn`'s default database.
+    /// The GIL is released while the call waits.
+    #[pyo3(signature = (r#fn, db=None))]
+    fn write_grouped(
+        slf: &Bound<'_, Self>,
+        r#fn: Bound<'_, PyAny>,
+        db: Option<Py<PyDatabase>>,
+    ) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let e = slf.get();
+        let core = e.core()?;
+        if e.readonly {
+            return Err(errors::ReadonlyError::new_err(
+                "Cannot start write transaction with read-only env",
+            ));
+        }
+        if !r#fn.is_callable() {
+            return Err(PyTypeError::new_err("write_grouped: fn must be callable"));
+        }
+        if core.writer.load(Ordering::Acquire) == thread_tag() {
+            return Err(errors::Error::new_err(
+                "Attempt to start a grouped write while a write transaction is active on the \
+                 same thread. This would deadlock.",
+            ));
+        }
+        let call = GroupedCall {
+            env: slf.clone().unbind(),
+            func: r#fn.unbind(),
+            db: db.unwrap_or_else(|| e.main_db().clone_ref(py)),
+            core: core.clone(),
+        };
+        let mut out = GroupedOut::default();
+        let env = core.env.clone();
+        // The leader (this thread or another) takes the GIL back to call each callable.
+        let r = py.detach(|| env.write_grouped(|txn| call.run(txn, &mut out)));
+        if let Some(err) = out.raised {
+            return Err(err);
+        }
+        r.map_err(errors::map)?;
+        Ok(out.value.unwrap_or_else(|| py.None()))
+    }
+
     /// Opens (by default creating) a named database; `key=None` is the main database.
     /// Repeat calls for one name return the same handle.
     #[pyo3(signature = (key=None, txn=None, reverse_key=false, dupsort=false, create=true,
@@ -778,6 +831,89 @@ impl Environment {
             }
             _ => Ok(()),
         }
+    }
+}
+
+/// One `write_grouped` call, as the group's leader runs it.
+struct GroupedCall {
+    env: Py<Environment>,
+    func: Py<PyAny>,
+    db: Py<PyDatabase>,
+    core: Arc<EnvCore>,
+}
+
+/// What a `write_grouped` callback left for its caller: its result, or the exception it
+/// raised (or that ended it).
+#[derive(Default)]
+struct GroupedOut {
+    value: Option<Py<PyAny>>,
+    raised: Option<PyErr>,
+}
+
+/// Ends a grouped callback's state (cursors, nested levels, memoryviews, the lent pointer),
+/// also on unwind: the leader gets its transaction back only after this.
+struct EndGrouped<'a, 'py> {
+    shared: &'a TxnShared,
+    py: Python<'py>,
+}
+
+impl Drop for EndGrouped<'_, '_> {
+    fn drop(&mut self) {
+        let _ = self.shared.end_root(self.py, false);
+    }
+}
+
+impl GroupedCall {
+    /// Runs on the group's leader thread, in its nested transaction `txn`: calls the callable
+    /// with a `Transaction` lent `txn` for the call (docs/safety.md §6, "Grouped
+    /// writes"). An error (the callable's exception, kept in `out`) rolls back this
+    /// call's changes alone.
+    fn run(&self, txn: &mut cairn::RwTxn<'_>, out: &mut GroupedOut) -> cairn::Result<()> {
+        Python::attach(|py| {
+            let st = TxnState::new_grouped(self.core.env.clone(), GroupedRw::lend(txn));
+            let token = st.tokens[0];
+            let shared = Arc::new(TxnShared {
+                state: StateCell::new(st),
+                views: Mutex::new(Vec::new()),
+                write: true,
+                buffers: false,
+                core: self.core.clone(),
+                pid: std::process::id(),
+                ended_read: Default::default(),
+                grouped: true,
+            });
+            let end = EndGrouped {
+                shared: &shared,
+                py,
+            };
+            self.core.track(&shared);
+            self.core.writer.store(thread_tag(), Ordering::Release);
+            let t = Transaction::grouped(
+                shared.clone(),
+                token,
+                self.env.clone_ref(py),
+                self.db.clone_ref(py),
+            );
+            let r = Py::new(py, t).and_then(|t| self.func.call1(py, (t,)));
+            // Ended by someone else meanwhile: the environment was closed during the call.
+            let ended = shared.state.lock(py).is_none();
+            drop(end);
+            let failed = || cairn::Error::Invalid("the write_grouped callback failed".into());
+            match r {
+                Err(e) => {
+                    out.raised = Some(e);
+                    Err(failed())
+                }
+                Ok(_) if ended => {
+                    out.raised = Some(closed());
+                    Err(failed())
+                }
+                Ok(v) => {
+                    out.value = Some(v);
+                    Ok(())
+                }
+            }
+        })
     }
 }
 

@@ -20,6 +20,9 @@
 //!   or an object the garbage collector tracks is allocated (a finaliser could re-enter);
 //!   `copy` from a transaction holds it across a release of the GIL, and anyone else who
 //!   wants it meanwhile waits with the GIL released.
+//! - a grouped write's transaction (`Kind::Grouped`) is not owned: the group's leader lends it
+//!   to one `write_grouped` callback, and the state holding it is ended (cursors and levels
+//!   dropped, the pointer forgotten) before the leader gets it back (`env::GroupedCall::run`).
 
 use crate::errors::{self, closed};
 use cairn::{Cursor as ECursor, Database, Env, Nested, RoTxn, RwTxn};
@@ -195,6 +198,10 @@ pub(crate) struct TxnShared {
     pub pid: u32,
     /// Set when a read transaction ended (see `EnvCore::held`).
     pub ended_read: std::sync::atomic::AtomicBool,
+    /// The transaction is a grouped write's, lent to its callback
+    /// (`Environment.write_grouped`): the group commits it, so its root refuses
+    /// `commit`/`abort`, and it ends when the callback returns.
+    pub grouped: bool,
 }
 
 impl Drop for TxnShared {
@@ -244,6 +251,9 @@ impl TxnShared {
                 drop(env);
                 r
             }),
+            // A grouped transaction is only ever ended here, never committed: the group
+            // commits it (`Transaction::end` refuses the callback's commit); dropping the
+            // pointer leaves the transaction to the leader.
             other => {
                 drop(other);
                 drop(env);
@@ -280,6 +290,35 @@ impl TxnShared {
 pub(crate) enum Kind {
     Ro(Box<RoTxn<'static>>),
     Rw(Box<RwTxn<'static>>),
+    /// A grouped write's transaction, lent by the group's leader for the time of one callback
+    /// (`Environment.write_grouped`; docs/safety.md §6, "Grouped writes").
+    Grouped(GroupedRw),
+}
+
+/// The write transaction the group's leader lends to a `write_grouped` callback: a pointer
+/// valid until the callback's state is ended, which `env::GroupedCall::run` does before it returns
+/// to the leader (docs/safety.md §6, "Grouped writes").
+pub(crate) struct GroupedRw(*mut RwTxn<'static>);
+
+impl GroupedRw {
+    /// Lends `txn`; the caller ends the state holding the result before `txn`'s borrow ends.
+    pub(crate) fn lend(txn: &mut RwTxn<'_>) -> GroupedRw {
+        // Only the lifetime changes (a pointer cast); the pointer is used while the borrow
+        // lives (see the type).
+        GroupedRw(std::ptr::from_mut(txn).cast::<RwTxn<'static>>())
+    }
+
+    fn get(&self) -> &RwTxn<'static> {
+        // SAFETY: docs/safety.md §6, "Grouped writes": the leader's `&mut RwTxn` outlives this
+        // state and is not used while the callback runs; the state lock makes this the only
+        // access.
+        unsafe { &*self.0 }
+    }
+
+    fn get_mut(&mut self) -> &mut RwTxn<'static> {
+        // SAFETY: as in `get`; `&mut self` (through the state lock) is the only access.
+        unsafe { &mut *self.0 }
+    }
 }
 
 /// A (key, value) pair, owned.
@@ -399,6 +438,11 @@ impl TxnState {
         Ok(Self::with_kind(env, Kind::Rw(Box::new(txn))))
     }
 
+    /// The state of a grouped write's callback over the transaction the leader lends.
+    pub(crate) fn new_grouped(env: Arc<Env>, txn: GroupedRw) -> TxnState {
+        Self::with_kind(env, Kind::Grouped(txn))
+    }
+
     /// Checks that the level (`depth`, `token`) is alive and has no active child.
     #[inline]
     pub(crate) fn check(&self, depth: usize, token: u64) -> PyResult<()> {
@@ -430,6 +474,7 @@ impl TxnState {
         }
         match self.kind.as_ref()? {
             Kind::Rw(t) => Some(t),
+            Kind::Grouped(t) => Some(t.get()),
             Kind::Ro(_) => None,
         }
     }
@@ -444,6 +489,7 @@ impl TxnState {
         }
         match self.kind.as_mut() {
             Some(Kind::Rw(t)) => Ok(t),
+            Some(Kind::Grouped(t)) => Ok(t.get_mut()),
             Some(Kind::Ro(_)) => Err(errors::ReadonlyError::new_err(
                 "cannot write in a read-only transaction (begin it with write=True)",
             )),
@@ -460,7 +506,7 @@ impl TxnState {
     }
 
     fn park_each(&mut self) {
-        if !matches!(self.kind, Some(Kind::Rw(_))) {
+        if !matches!(self.kind, Some(Kind::Rw(_) | Kind::Grouped(_))) {
             return;
         }
         for s in self.cursors.iter_mut().flatten() {

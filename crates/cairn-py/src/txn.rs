@@ -103,6 +103,7 @@ impl Transaction {
             core: core.clone(),
             pid: std::process::id(),
             ended_read: Default::default(),
+            grouped: false,
         });
         core.track(&shared);
         if e.is_closed() {
@@ -120,6 +121,26 @@ impl Transaction {
             dup,
             _parent: None,
         })
+    }
+
+    /// The transaction handed to a `write_grouped` callback: the root (its token `token`) of
+    /// `shared`, a grouped state, with `db` as its default database.
+    pub(crate) fn grouped(
+        shared: Arc<TxnShared>,
+        token: u64,
+        env: Py<Environment>,
+        db: Py<PyDatabase>,
+    ) -> Transaction {
+        let dup = db.get().dup();
+        Transaction {
+            shared,
+            depth: 0,
+            token,
+            env,
+            db,
+            dup,
+            _parent: None,
+        }
     }
 
     /// The state, checked to be this level's and usable.
@@ -294,6 +315,12 @@ impl Transaction {
 
     fn end(&self, py: Python<'_>, commit: bool) -> PyResult<()> {
         if self.depth == 0 {
+            if self.shared.grouped && self.live(py) {
+                return Err(errors::Error::new_err(
+                    "a write_grouped callback's transaction is committed by its group: return \
+                     from the callback to keep its changes, raise to roll them back",
+                ));
+            }
             return self.shared.end_root(py, commit);
         }
         let mut g = self.shared.state.lock(py);

@@ -1,6 +1,6 @@
 """Type stubs for cairn: py-lmdb's API over the Cairn engine."""
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from os import PathLike
 from typing import Any, Final, Literal, TypedDict, TypeVar, overload
 
@@ -116,6 +116,11 @@ class Environment:
         write: bool = False,
         buffers: bool = False,
     ) -> Transaction: ...
+    def write_grouped(
+        self,
+        fn: Callable[[Transaction], _T],
+        db: _Database | None = None,
+    ) -> _T: ...
     def open_db(
         self,
         key: bytes | None = None,
