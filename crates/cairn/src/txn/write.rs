@@ -181,6 +181,11 @@ impl<'env> RwTxn<'env> {
             pins.sort_unstable();
         }
         ws.free.release(&pins);
+        // What `release` did holds whatever this transaction does (a run no pinned snapshot
+        // can see stays unseeable: pins only move forward), so an abort keeps it rather than
+        // redoing it at the next begin (after open that was the whole free set, each time);
+        // the changed keys stay dirty and reach the free tree with the next commit.
+        ws.free.forget_undo();
         let txnid = ws.next_txnid;
         let dirty = std::mem::take(&mut ws.dirty_spare);
         Ok(Some(RwTxn {
