@@ -46,6 +46,30 @@ pub trait Engine: Send + Sync {
     /// Compacts (into `scratch`, an empty directory, if the engine copies) and returns the
     /// compacted size in bytes; `None` if the engine has no way to compact.
     fn compact(&mut self, scratch: &Path) -> Result<Option<u64>>;
+    /// A handle for one thread of the group suite, which commits one-put transactions from
+    /// many threads at once. Created and used on that thread. The default runs each put as a
+    /// plain write transaction through [`Engine::write`]; engines whose handle cannot be
+    /// shared between threads (SQLite's connections) or that have a grouped commit path
+    /// (Cairn's `write_grouped`) override it.
+    fn one_put_writer(&self) -> Result<Box<dyn OnePut + '_>> {
+        Ok(Box::new(PlainOnePut(self)))
+    }
+}
+
+/// One thread's way of committing durable one-put transactions (the group suite).
+pub trait OnePut {
+    /// Puts one pair in a transaction of its own and returns once that commit is durable
+    /// (in a durable configuration).
+    fn put_one(&mut self, key: &[u8], value: &[u8]) -> Result<()>;
+}
+
+/// The default [`OnePut`]: one write transaction per put.
+struct PlainOnePut<'a, E: ?Sized>(&'a E);
+
+impl<E: Engine + ?Sized> OnePut for PlainOnePut<'_, E> {
+    fn put_one(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.0.write(WriteKind::Blind, &mut |w| w.put(key, value))
+    }
 }
 
 /// The operations of a write transaction.
@@ -272,6 +296,16 @@ pub const DUP_ENGINES: &[&str] = &["cairn", "lmdb", "mdbx"];
 /// for one process and RocksDB allows one writing process; SQLite (which can share a database
 /// in WAL mode) is not part of this comparison.
 pub const MP_ENGINES: &[&str] = &["cairn", "lmdb", "mdbx"];
+
+/// Engines of the group suite: every engine, in its durable configurations only (the suite
+/// measures how commits that each wait for a flush share the disk).
+pub fn in_group_suite(cfg: &Config) -> bool {
+    cfg.class == Durable
+}
+
+/// Configurations that exist only for the group suite (the other suites would measure the
+/// same thing as the configuration they differ from).
+pub const GROUP_ONLY: &[&str] = &["cairn-grouped"];
 
 /// Opens (creating) the database of configuration `cfg` in the directory `dir`.
 pub fn open(cfg: &Config, dir: &Path) -> Result<Box<dyn Engine>> {
