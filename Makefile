@@ -141,6 +141,7 @@ torture:
 KILLS ?= 1000
 test-kill:
 	CAIRN_KILLS=$${CAIRN_KILLS:-40} $(CARGO) test -p cairn --release --features failpoints --test kill_loop -- --nocapture
+	$(CARGO) test -p cairn --release --features failpoints --test group_kill -- --nocapture
 torture-kill:
 	CAIRN_KILLS=$(KILLS) $(if $(KILL_SEED),CAIRN_KILL_SEED=$(KILL_SEED)) \
 	  $(CARGO) test -p cairn --release --features failpoints --test kill_loop -- --nocapture

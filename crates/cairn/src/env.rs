@@ -224,6 +224,7 @@ impl Env {
                 fork_gen: crate::os::fork_generation(),
                 max_size: AtomicU64::new(opts_max.unwrap_or(0)),
                 custom_dup_orders: AtomicBool::new(false),
+                group: Default::default(),
             }),
         };
         // The main database's flags are stored in its record.

@@ -169,6 +169,65 @@ impl Error {
         Error::Corrupted { what: what.into() }
     }
 
+    /// The same error again, for each member of a group whose commit failed (`group.rs`):
+    /// an OS error is rebuilt from its kind and message (`io::Error` is not `Clone`).
+    pub(crate) fn duplicate(&self) -> Error {
+        match self {
+            Error::Io { op, source } => Error::Io {
+                op: op.clone(),
+                source: match source.raw_os_error() {
+                    Some(code) => io::Error::from_raw_os_error(code),
+                    None => io::Error::new(source.kind(), source.to_string()),
+                },
+            },
+            Error::NotCairn { path } => Error::NotCairn { path: path.clone() },
+            Error::VersionMismatch { found, supported } => Error::VersionMismatch {
+                found: *found,
+                supported: *supported,
+            },
+            Error::Corrupted { what } => Error::Corrupted { what: what.clone() },
+            Error::Internal(w) => Error::Internal(w.clone()),
+            Error::KeyExists => Error::KeyExists,
+            Error::DbNotFound { name } => Error::DbNotFound { name: name.clone() },
+            Error::KeyTooLarge { len, max } => Error::KeyTooLarge {
+                len: *len,
+                max: *max,
+            },
+            Error::ValueTooLarge { len, max } => Error::ValueTooLarge {
+                len: *len,
+                max: *max,
+            },
+            Error::BadIntegerKey { len } => Error::BadIntegerKey { len: *len },
+            Error::AppendOrder => Error::AppendOrder,
+            Error::BadValueSize { len, expected } => Error::BadValueSize {
+                len: *len,
+                expected: *expected,
+            },
+            Error::MapFull { limit } => Error::MapFull { limit: *limit },
+            Error::DbsFull { max } => Error::DbsFull { max: *max },
+            Error::ReadersFull { max } => Error::ReadersFull { max: *max },
+            Error::BadDbi => Error::BadDbi,
+            Error::ReadOnly => Error::ReadOnly,
+            Error::Incompatible {
+                existing,
+                requested,
+                what,
+            } => Error::Incompatible {
+                existing: *existing,
+                requested: *requested,
+                what: what.clone(),
+            },
+            Error::Invalid(w) => Error::Invalid(w.clone()),
+            Error::Poisoned => Error::Poisoned,
+            Error::LockFile(w) => Error::LockFile(w.clone()),
+            Error::Forked => Error::Forked,
+            Error::OrderUnknown { db, what } => Error::OrderUnknown {
+                db: db.clone(),
+                what,
+            },
+        }
+    }
+
     /// A broken invariant of Cairn's own (see [`Error::Internal`]).
     #[cold]
     pub(crate) fn internal(what: impl Into<String>) -> Error {

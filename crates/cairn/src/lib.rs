@@ -44,9 +44,9 @@
 //! | 9 | `cursor` | Cursors and range iterators |
 //! | 10 | `check`, `inspect` | The checker; read-only views for operators' tools |
 //! | 11 | `env` | Opening an environment (creation, recovery) and the handle's methods |
-//! | 12 | `copy` | Hot copies (a compacted copy opens a second environment) |
+//! | 12 | `copy`, `group` | Hot copies (a compacted copy opens a second environment); group commit (unsafe: a queued closure's borrows) |
 #![warn(missing_docs)]
-// `unsafe` lives only in `os`, `storage` and `pagebuf` (docs/safety.md).
+// `unsafe` lives only in `os`, `storage`, `pagebuf` and `group` (docs/safety.md).
 #![deny(unsafe_code)]
 
 /// A named crash point (`failpoint.rs`): with the test-only `failpoints` feature, kills the
@@ -70,6 +70,8 @@ mod error;
 #[cfg(feature = "failpoints")]
 #[doc(hidden)]
 pub mod failpoint;
+#[allow(unsafe_code)]
+mod group;
 // The file format: public for the tests, fuzz targets and tools that build or inspect raw
 // pages; not part of the API (no stability promise), hidden from the documentation.
 #[doc(hidden)]
@@ -101,7 +103,10 @@ pub use env::EnvInfo;
 pub use error::{Error, Result};
 pub use format::CmpFn;
 pub use inspect::FreeRun;
-pub use options::{Durability, EnvOptions, FileNames, DEFAULT_SYNC_PERIOD};
+pub use options::{
+    Durability, EnvOptions, FileNames, DEFAULT_GROUP_MAX_TIME, DEFAULT_GROUP_MAX_WRITES,
+    DEFAULT_SYNC_PERIOD,
+};
 pub use shared::ReaderInfo;
 pub use state::Env;
 pub use txn::{Nested, RoTxn, RwTxn};

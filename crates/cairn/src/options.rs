@@ -31,6 +31,8 @@ pub struct EnvOptions {
     pub(crate) map_writes: bool,
     pub(crate) file_names: FileNames,
     pub(crate) no_lock: bool,
+    pub(crate) group_max_writes: usize,
+    pub(crate) group_max_time: std::time::Duration,
 }
 
 /// The names of the two files in an environment's directory (when the path is a directory;
@@ -56,6 +58,11 @@ pub enum FileNames {
 /// default; docs/bench/causes.md) while bounding nothing a user reasons about.
 pub const DEFAULT_SYNC_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// Default of [`EnvOptions::group_max_writes`]. Chosen by measurement (docs/bench/group).
+pub const DEFAULT_GROUP_MAX_WRITES: usize = 1024;
+/// Default of [`EnvOptions::group_max_time`]. Chosen by measurement (docs/bench/group).
+pub const DEFAULT_GROUP_MAX_TIME: std::time::Duration = std::time::Duration::from_millis(10);
+
 impl Default for EnvOptions {
     fn default() -> Self {
         EnvOptions {
@@ -74,6 +81,8 @@ impl Default for EnvOptions {
             map_writes: true,
             file_names: FileNames::Auto,
             no_lock: false,
+            group_max_writes: DEFAULT_GROUP_MAX_WRITES,
+            group_max_time: DEFAULT_GROUP_MAX_TIME,
         }
     }
 }
@@ -201,6 +210,21 @@ impl EnvOptions {
             None => !path.is_file(),
         }
     }
+    /// The most closures one grouped commit carries ([`Env::write_grouped`](crate::Env::
+    /// write_grouped)); the rest wait for the next group. At least 1.
+    pub fn group_max_writes(mut self, n: usize) -> Self {
+        self.group_max_writes = n.max(1);
+        self
+    }
+
+    /// How long a group keeps taking closures that queue while it runs, from its start; the
+    /// closures it took before the limit still run. A group always takes what was queued when
+    /// it began (up to [`EnvOptions::group_max_writes`]).
+    pub fn group_max_time(mut self, period: std::time::Duration) -> Self {
+        self.group_max_time = period;
+        self
+    }
+
     /// Address space reserved for the map (default 1 TiB); the file can never grow past it.
     /// Without this option a `max_size` also bounds the reservation; with it, the size limit
     /// can later be raised up to the reservation ([`Env::set_max_size`](crate::Env::set_max_size)).

@@ -73,6 +73,9 @@ pub(crate) struct EnvInner {
     /// Whether a user value order was ever set ([`Env::set_dup_order`]): until then opening a
     /// cursor on a sorted-duplicates database need not take the `dbs` lock to look for one.
     pub custom_dup_orders: AtomicBool,
+    /// The group-commit queue (`group.rs`, a higher layer, which types it), made at the first
+    /// grouped write.
+    pub group: std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 /// An open database environment: one file, its named databases, its transactions. Cheap to

@@ -22,3 +22,4 @@ mod write;
 pub use nested::Nested;
 pub use read::RoTxn;
 pub use write::RwTxn;
+pub(crate) use write::{refuse_inside_group_job, GroupJobMark};

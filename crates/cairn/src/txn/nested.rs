@@ -37,6 +37,27 @@ impl<'env> RwTxn<'env> {
         })
     }
 
+    /// Opens a nesting level without a `Nested` guard (group commit runs each closure in one);
+    /// returns the depth to give `settle_frames`.
+    pub(crate) fn push_frame(&mut self) -> usize {
+        let depth = self.frames.len();
+        std::mem::forget(self.nested());
+        depth
+    }
+
+    /// Closes every level above `depth`: merged into the one below when `keep`, else undone.
+    /// Levels a closure left open (a `Nested` forgotten with `mem::forget`) are settled the
+    /// same way, so the transaction's undo records stay balanced.
+    pub(crate) fn settle_frames(&mut self, depth: usize, keep: bool) {
+        while self.frames.len() > depth {
+            if keep {
+                self.merge_frame();
+            } else {
+                self.rollback_frame();
+            }
+        }
+    }
+
     fn rollback_frame(&mut self) {
         self.dirty_epoch += 1;
         let f = self.frames.pop().expect("frame");

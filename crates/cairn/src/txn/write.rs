@@ -16,6 +16,39 @@ use std::cell::RefCell;
 use super::nested::Frame;
 use crate::format::user_txnid;
 
+thread_local! {
+    /// The environment (its id) whose grouped closure this thread is running, 0 for none.
+    static GROUP_JOB_OF: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Marks this thread as running grouped closures of environment `id` while it lives.
+pub(crate) struct GroupJobMark(u64);
+
+impl GroupJobMark {
+    pub(crate) fn enter(id: u64) -> GroupJobMark {
+        GroupJobMark(GROUP_JOB_OF.with(|c| c.replace(id)))
+    }
+}
+
+impl Drop for GroupJobMark {
+    fn drop(&mut self) {
+        GROUP_JOB_OF.with(|c| c.set(self.0));
+    }
+}
+
+/// A grouped closure that began a write transaction of its own environment would wait for the
+/// writer its group holds, forever: refused instead.
+pub(crate) fn refuse_inside_group_job(id: u64) -> Result<()> {
+    if GROUP_JOB_OF.with(|c| c.get()) == id {
+        return Err(Error::Invalid(
+            "a write transaction (write_txn, write_grouped or sync) was begun inside a grouped \
+             write's closure; use the transaction the closure is given"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// One database as seen by a write transaction.
 #[derive(Clone, Debug)]
 pub(crate) struct TxnDb {
@@ -94,6 +127,7 @@ impl<'env> RwTxn<'env> {
 
     fn begin_with(env: &'env Env, wait: bool) -> Result<Option<RwTxn<'env>>> {
         let inner = &env.inner;
+        refuse_inside_group_job(inner.id)?;
         let mut g = inner.writer.lock().unwrap_or_else(|p| p.into_inner());
         if g.is_none() && !wait {
             return Ok(None);
