@@ -123,12 +123,14 @@ bench-full:
 
 # The group-commit suite alone (bench/src/group.rs): durable one-put commits from GROUP_THREADS
 # threads of one process, GROUP_SECS seconds each, on every engine's durable configuration and
-# Cairn's grouped commit. Tables and plots go to docs/bench/group/.
+# Cairn's grouped commit; figures are the median of GROUP_REPEAT runs. Tables and plots go to
+# docs/bench/group/.
 GROUP_SECS ?= 3
 GROUP_THREADS ?= 1,4,16,64,256
+GROUP_REPEAT ?= 1
 bench-group:
 	CAIRN_BENCH_NO_CAPI=1 bench/run.sh quick --suites group --group-secs $(GROUP_SECS) \
-	  --group-threads $(GROUP_THREADS) --out docs/bench/group
+	  --group-threads $(GROUP_THREADS) --repeat $(GROUP_REPEAT) --out docs/bench/group
 
 torture:
 	CAIRN_CRASHES=$${CAIRN_CRASHES:-100000} $(CARGO) test -p cairn --release --test crash -- --nocapture

@@ -28,6 +28,8 @@ pub const DEFAULT_THREADS: &[usize] = &[1, 4, 16, 64, 256];
 pub const DEFAULT_SECS: f64 = 3.0;
 const KEY_LEN: usize = 16;
 const VALUE_LEN: usize = 100;
+/// Flushes timed before each run (the parent times 50 once, before the suite).
+const FLUSH_SAMPLES_PER_RUN: usize = 20;
 
 /// What one thread did.
 struct ThreadRun {
@@ -70,10 +72,21 @@ pub fn group(s: &mut Scratch, p: &Params, out: &mut Output) -> Result<()> {
     for &threads in p.group_threads {
         out.phase = "threads";
         let (db, dir) = s.open(&format!("t{threads}"))?;
+        // The disk may be shared with other work: the flush time right before the run is the
+        // unit its latencies are read in.
+        let flush = measure_flush(&dir, FLUSH_SAMPLES_PER_RUN)?;
         let summary = run_threads(&*db, threads, window, &values)
             .with_context(|| format!("{threads} threads"))?;
         s.discard(db, &dir)?;
         record(&summary, out);
+        out.figures.push(Figure {
+            id: figure_id(threads, "flush"),
+            label: format!("{threads} threads: device flush median just before the run"),
+            unit: Unit::Micros,
+            value: flush.median_us,
+            ops: flush.samples as u64,
+            secs: 0.0,
+        });
     }
     Ok(())
 }

@@ -108,14 +108,15 @@ pub fn tables(results: &Results) -> String {
     let _ = writeln!(
         s,
         "\n### p99 commit latency (lower is better; in parentheses: multiples of the device's \
-         median flush)\n"
+         median flush time measured just before that run)\n"
     );
     head(&mut s, "configuration");
     for r in &runs {
         let _ = write!(s, "| {} |", name(r));
         for &t in &threads {
             let v = value(r, t, "p99");
-            let text = cell(v, &|v| match flush {
+            let f = value(r, t, "flush").or(flush);
+            let text = cell(v, &|v| match f {
                 Some(f) if f > 0.0 => format!("{} ({:.1}×)", micros(v), v / f),
                 _ => micros(v),
             });
@@ -164,12 +165,12 @@ pub fn tables(results: &Results) -> String {
     let _ = writeln!(s, "\n### Every figure\n");
     let _ = writeln!(
         s,
-        "| configuration | T | commits | commits/s | p50 | p99 | p99.9 | max | p99 / flush | \
-         least-served thread: commits | its longest wait | threads with no commit |"
+        "| configuration | T | commits | commits/s | p50 | p99 | p99.9 | max | flush | p99 / \
+         flush | least-served thread: commits | its longest wait | threads with no commit |"
     );
     let _ = writeln!(
         s,
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for r in &runs {
         for &t in &threads {
@@ -177,14 +178,14 @@ pub fn tables(results: &Results) -> String {
                 continue;
             };
             let us = |what: &str| cell(value(r, t, what), &micros);
-            let ratio = match (value(r, t, "p99"), flush) {
+            let ratio = match (value(r, t, "p99"), value(r, t, "flush").or(flush)) {
                 (Some(v), Some(f)) if f > 0.0 => format!("{:.1}×", v / f),
                 _ => "—".into(),
             };
             let count = |what: &str| cell(value(r, t, what), &|v| format!("{v:.0}"));
             let _ = writeln!(
                 s,
-                "| {} | {t} | {} | {} | {} | {} | {} | {} | {ratio} | {} | {} | {} |",
+                "| {} | {t} | {} | {} | {} | {} | {} | {} | {} | {ratio} | {} | {} | {} |",
                 column(r),
                 group_digits(commits.ops),
                 format_value(Unit::OpsPerSec, commits.value),
@@ -192,6 +193,7 @@ pub fn tables(results: &Results) -> String {
                 us("p99"),
                 us("p999"),
                 us("max"),
+                us("flush"),
                 count("worst-commits"),
                 us("worst-max-wait"),
                 count("starved"),
@@ -260,6 +262,10 @@ pub fn markdown(results: &Results) -> String {
          - **least-served thread**: the thread with the fewest commits before the deadline, \
          its count and its longest single wait. **threads with no commit**: threads none of \
          whose commits returned before the deadline (starved).\n\
+         - **flush**: the median of 20 fdatasyncs of a 4 KiB overwrite, timed in that run's \
+         fresh database directory right before the run (the disk may be shared with other work \
+         and its flush time drift; the figure above is the same measurement, 50 times, before \
+         the suite).\n\
          - Ratios compare figures of this run only.\n"
     );
     if results.failures.iter().any(|f| f.suite == Suite::Group) {
