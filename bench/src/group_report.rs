@@ -187,7 +187,8 @@ pub fn tables(results: &Results) -> String {
                 s,
                 "| {} | {t} | {} | {} | {} | {} | {} | {} | {} | {ratio} | {} | {} | {} |",
                 column(r),
-                group_digits(commits.ops),
+                // With --repeat, the rate is the median run's; so is this count.
+                group_digits((commits.value * commits.secs).round() as u64),
                 format_value(Unit::OpsPerSec, commits.value),
                 us("p50"),
                 us("p99"),
@@ -247,6 +248,9 @@ pub fn markdown(results: &Results) -> String {
             let _ = writeln!(s, "**Device flush time:** not measured.\n");
         }
     }
+    if let Some(note) = flush_spread(&runs) {
+        let _ = writeln!(s, "{note}\n");
+    }
     let _ = writeln!(s, "## How to read the tables\n");
     let _ = writeln!(
         s,
@@ -292,6 +296,28 @@ pub fn markdown(results: &Results) -> String {
          figures: `results.json`."
     );
     s
+}
+
+/// A warning when the flush times measured before the runs differ by more than 3×: the disk
+/// was not in one state for the whole suite (shared, or rate-limited with a burst budget), and
+/// figures of runs with different flush times do not compare engines alone.
+fn flush_spread(runs: &[&RunRecord]) -> Option<String> {
+    let flushes: Vec<f64> = runs
+        .iter()
+        .flat_map(|r| r.figures.iter())
+        .filter(|f| f.id.ends_with("-flush") && f.value > 0.0)
+        .map(|f| f.value)
+        .collect();
+    let lo = flushes.iter().copied().fold(f64::MAX, f64::min);
+    let hi = flushes.iter().copied().fold(0.0, f64::max);
+    (hi > 3.0 * lo).then(|| {
+        format!(
+            "**Warning: the device's flush time moved between runs** (median before a run: from \
+             {} to {}; column `flush` below). Compare rows whose flush times are alike.",
+            micros(lo),
+            micros(hi)
+        )
+    })
 }
 
 /// One color per configuration, the same in every plot and every run.
@@ -366,16 +392,14 @@ fn line_plot(
         (1.0, 10.0)
     };
     // The p99 plot shows the flush time as a floor line, so its range reaches down to it.
-    let lo = match (&results.flush, what) {
-        (Some(f), "p99") if f.median_us > 0.0 => lo.min(f.median_us / 2.0),
-        _ => lo,
-    };
+    let flush = (what == "p99").then(|| runs_flush(runs, results)).flatten();
+    let lo = flush.map_or(lo, |f| lo.min(f / 2.0));
     let x_max = *threads.last().unwrap() as f64 * 1.5;
     let root = BitMapBackend::new(path, (900, 600)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
-    let note = match (&results.flush, what) {
-        (Some(f), "p99") => format!(" — device flush median {:.0} µs (dashed)", f.median_us),
-        _ => String::new(),
+    let note = match flush {
+        Some(f) => format!(" — flush {f:.0} µs (dashed)"),
+        None => String::new(),
     };
     let mut chart = ChartBuilder::on(&root)
         .caption(format!("{title}{note}"), font(15))
@@ -398,8 +422,7 @@ fn line_plot(
         .axis_desc_style(font(13))
         .draw()
         .map_err(err)?;
-    if let (Some(f), "p99") = (&results.flush, what) {
-        let y = f.median_us;
+    if let Some(y) = flush {
         if y > lo && y < hi {
             let dashes = (0..40).map(|i| {
                 let a = 0.8 * (x_max / 0.8f64).powf(i as f64 / 40.0);
@@ -426,11 +449,8 @@ fn line_plot(
     }
     chart
         .configure_series_labels()
-        .position(if what == "p99" {
-            SeriesLabelPosition::UpperLeft
-        } else {
-            SeriesLabelPosition::LowerLeft
-        })
+        // Every line starts low at one thread and rises with more.
+        .position(SeriesLabelPosition::UpperLeft)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font(font(13))
@@ -438,6 +458,22 @@ fn line_plot(
         .map_err(err)?;
     root.present().map_err(err)?;
     Ok(())
+}
+
+/// The flush time the p99 plot draws: the median of the flush times measured before each run,
+/// or the one measured before the suite in results without them.
+fn runs_flush(runs: &[&RunRecord], results: &Results) -> Option<f64> {
+    let mut per_run: Vec<f64> = runs
+        .iter()
+        .flat_map(|r| r.figures.iter())
+        .filter(|f| f.id.ends_with("-flush") && f.value > 0.0)
+        .map(|f| f.value)
+        .collect();
+    if per_run.is_empty() {
+        return results.flush.as_ref().map(|f| f.median_us);
+    }
+    per_run.sort_by(f64::total_cmp);
+    Some(per_run[per_run.len() / 2])
 }
 
 fn short(v: f64) -> String {
