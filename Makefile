@@ -2,7 +2,7 @@
 CARGO ?= cargo
 export CARGO_TERM_COLOR := never
 
-.PHONY: demo test test-rust test-kill test-cli test-py py-venv bench-py lmdb-utils lint bench bench-full torture torture-kill asan doc fuzz miri capi capi-deps test-capi install-capi bench-capi capi-bench-programs
+.PHONY: demo test test-rust test-kill test-cli test-py py-venv bench-py lmdb-utils lint bench bench-full bench-group torture torture-kill asan doc fuzz miri capi capi-deps test-capi install-capi bench-capi capi-bench-programs
 
 # Suites kept in mk/*.mk (the LMDB drop-in checks: py-lmdb's own suite, Debian's programs);
 # each appends its test target to COMPAT_TESTS, which `make test` runs after the others.
@@ -120,6 +120,17 @@ bench:
 
 bench-full:
 	bench/run.sh full
+
+# The group-commit suite alone (bench/src/group.rs): durable one-put commits from GROUP_THREADS
+# threads of one process, GROUP_SECS seconds each, on every engine's durable configuration and
+# Cairn's grouped commit; figures are the median of GROUP_REPEAT runs. Tables and plots go to
+# docs/bench/group/.
+GROUP_SECS ?= 3
+GROUP_THREADS ?= 1,4,16,64,256
+GROUP_REPEAT ?= 1
+bench-group:
+	CAIRN_BENCH_NO_CAPI=1 bench/run.sh quick --suites group --group-secs $(GROUP_SECS) \
+	  --group-threads $(GROUP_THREADS) --repeat $(GROUP_REPEAT) --out docs/bench/group
 
 torture:
 	CAIRN_CRASHES=$${CAIRN_CRASHES:-100000} $(CARGO) test -p cairn --release --test crash -- --nocapture

@@ -6,7 +6,8 @@
 #
 # Extra arguments go to the harness, e.g. `bench/run.sh full --records 10000000`,
 # `bench/run.sh quick --engines cairn,lmdb`, `--dir /mnt/ssd/bench`, `--repeat 3`.
-# See bench/README.md. Environment: CAIRN_BENCH_NO_APT=1 skips the package check.
+# See bench/README.md. Environment: CAIRN_BENCH_NO_APT=1 skips the package check;
+# CAIRN_BENCH_NO_CAPI=1 skips building the capi suite's programs.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -69,9 +70,12 @@ echo "run.sh: cargo build --release -p cairn-bench ${features[*]}" >&2
 cargo build --release -p cairn-bench "${features[@]}"
 # The capi suite's programs (bench/src/capi.rs): Cairn's C library, the C program built against
 # it and against LMDB, and the Rust twin. A failure here fails that suite only.
-echo "run.sh: make capi-bench-programs" >&2
-if ! make -s capi-bench-programs >&2; then
-    echo "run.sh: WARNING: the capi suite's programs did not build; that suite will fail" >&2
+# CAIRN_BENCH_NO_CAPI=1 skips them, for runs that leave that suite out (make bench-group).
+if [[ "${CAIRN_BENCH_NO_CAPI:-0}" != 1 ]]; then
+    echo "run.sh: make capi-bench-programs" >&2
+    if ! make -s capi-bench-programs >&2; then
+        echo "run.sh: WARNING: the capi suite's programs did not build; that suite will fail" >&2
+    fi
 fi
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
 export CAIRN_BENCH_COMMAND="bench/run.sh $set_name${*:+ $*}"

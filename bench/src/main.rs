@@ -8,6 +8,8 @@
 mod capi;
 mod dups;
 mod engines;
+mod group;
+mod group_report;
 mod mp;
 mod plot;
 mod report;
@@ -50,9 +52,16 @@ struct Cli {
     /// Only these configurations (comma-separated ids, e.g. lmdb-durable,cairn-lazy).
     #[arg(long, value_delimiter = ',')]
     configs: Vec<String>,
-    /// Only these suites (comma-separated: dbbench,redb,crud,dups,mp,capi).
+    /// Only these suites (comma-separated: dbbench,redb,crud,dups,mp,capi,group). Default:
+    /// all but group, which runs only when named.
     #[arg(long, value_delimiter = ',')]
     suites: Vec<String>,
+    /// Group suite: seconds each thread count runs.
+    #[arg(long, default_value_t = group::DEFAULT_SECS)]
+    group_secs: f64,
+    /// Group suite: the thread counts (comma-separated; default 1,4,16,64,256).
+    #[arg(long, value_delimiter = ',')]
+    group_threads: Vec<usize>,
     /// Runs per (suite, configuration); figures are the median.
     #[arg(long, default_value_t = 1)]
     repeat: u32,
@@ -125,7 +134,18 @@ fn params(cli: &Cli) -> Params {
     let records = cli
         .records
         .unwrap_or(if quick { 200_000 } else { 1_000_000 });
-    Params { records, quick }
+    let group_threads: &'static [usize] = if cli.group_threads.is_empty() {
+        group::DEFAULT_THREADS
+    } else {
+        // Params stays Copy; the list is a few words, made once or twice per process.
+        Vec::leak(cli.group_threads.clone())
+    };
+    Params {
+        records,
+        quick,
+        group_secs: cli.group_secs,
+        group_threads,
+    }
 }
 
 /// Worker mode of the mp suite.
@@ -210,7 +230,7 @@ fn parent(cli: &Cli) -> Result<()> {
         .clone()
         .unwrap_or_else(|| workspace_root().join("docs/bench"));
     let suites: Vec<Suite> = if cli.suites.is_empty() {
-        Suite::ALL.to_vec()
+        Suite::default_set()
     } else {
         cli.suites
             .iter()
@@ -222,8 +242,37 @@ fn parent(cli: &Cli) -> Result<()> {
         bail!("no configuration selected");
     }
     let exe = std::env::current_exe()?;
-    // The dups and mp suites run only on the engines that have the feature they measure.
-    let runs_on = |suite: Suite, cfg: &Config| suite.applies_to(cfg.engine);
+    if p.group_threads.contains(&0) || !p.group_secs.is_finite() || p.group_secs <= 0.0 {
+        bail!("--group-threads must be positive and --group-secs above 0");
+    }
+    // The dups and mp suites run only on the engines that have the feature they measure; the
+    // group suite only on durable configurations, and its own configurations only in it.
+    let runs_on = |suite: Suite, cfg: &Config| {
+        suite.applies_to(cfg.engine)
+            && if suite == Suite::Group {
+                engines::in_group_suite(cfg)
+            } else {
+                !engines::GROUP_ONLY.contains(&cfg.id)
+            }
+    };
+    // The device's flush time, the unit the group suite's latencies are read in.
+    let flush = if suites.contains(&Suite::Group) {
+        match group::measure_flush(&root, 50) {
+            Ok(f) => {
+                eprintln!(
+                    "device flush (fdatasync of 4 KiB): median {:.0} µs",
+                    f.median_us
+                );
+                Some(f)
+            }
+            Err(e) => {
+                eprintln!("WARNING: could not time the device's flush: {e:#}");
+                None
+            }
+        }
+    } else {
+        None
+    };
     // The capi suite runs once, when Cairn is among the engines (it measures Cairn's C layer).
     let capi = suites.contains(&Suite::Capi) && configs.iter().any(|c| c.engine == "cairn");
     let total = suites
@@ -231,6 +280,10 @@ fn parent(cli: &Cli) -> Result<()> {
         .map(|&s| configs.iter().filter(|c| runs_on(s, c)).count())
         .sum::<usize>()
         + usize::from(capi);
+    let measured = configs
+        .iter()
+        .filter(|c| suites.iter().any(|&s| runs_on(s, c)))
+        .count();
     let start = Instant::now();
     let mut runs = Vec::new();
     let mut failures = Vec::new();
@@ -239,7 +292,7 @@ fn parent(cli: &Cli) -> Result<()> {
         cli.set,
         report::group_digits(p.records),
         suites.len(),
-        configs.len(),
+        measured,
         root.display()
     );
     let mut done = 0;
@@ -346,6 +399,7 @@ fn parent(cli: &Cli) -> Result<()> {
         failures,
         total_secs: start.elapsed().as_secs_f64(),
         capi: capi_results,
+        flush,
     };
     publish(&results, &out, cli.no_plots)?;
     if !results.failures.is_empty() {
@@ -365,6 +419,29 @@ fn publish(results: &Results, out: &Path, no_plots: bool) -> Result<()> {
         out.join("results.json"),
         serde_json::to_vec_pretty(results)?,
     )?;
+    // A run of the group suite alone gets the group report as its results.md; beside other
+    // suites, the group report goes to group.md and the main report leaves the suite out.
+    let has_group = results.runs.iter().any(|r| r.suite == Suite::Group);
+    let group_only = has_group && results.runs.iter().all(|r| r.suite == Suite::Group);
+    if has_group {
+        let md = group_report::markdown(results);
+        let name = if group_only { "results.md" } else { "group.md" };
+        std::fs::write(out.join(name), &md)?;
+        println!("{}", group_report::tables(results));
+        if !no_plots {
+            match group_report::plots(results, out) {
+                Ok(files) => eprintln!("wrote {} group plots to {}", files.len(), out.display()),
+                Err(e) => eprintln!("WARNING: group plots not drawn: {e:#}"),
+            }
+        }
+    }
+    if group_only {
+        eprintln!(
+            "wrote {} and results.json",
+            out.join("results.md").display()
+        );
+        return Ok(());
+    }
     std::fs::write(out.join("results.md"), report::markdown(results))?;
     println!("{}", report::tables(results));
     println!("Cairn vs best: above 1.00x Cairn is better (ops/s: Cairn / best peer; µs, MiB: best peer / Cairn).");
@@ -449,6 +526,8 @@ fn spawn_child(
         .arg(&cli.set)
         .args(["--child", "--config", cfg.id, "--suite", suite.id()])
         .args(["--records", &p.records.to_string()])
+        .args(["--group-secs", &p.group_secs.to_string()])
+        .args(["--group-threads", &group_threads_arg(p.group_threads)])
         .arg("--dir")
         .arg(&dir)
         .arg("--result-file")
@@ -484,6 +563,11 @@ fn spawn_child(
     let text = std::fs::read_to_string(&result_file).context("reading the child's result")?;
     let _ = std::fs::remove_file(&result_file);
     Ok(serde_json::from_str(&text)?)
+}
+
+fn group_threads_arg(threads: &[usize]) -> String {
+    let list: Vec<String> = threads.iter().map(|t| t.to_string()).collect();
+    list.join(",")
 }
 
 /// Combines repeated runs: each figure and latency percentile is the median of the runs.

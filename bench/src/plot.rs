@@ -20,7 +20,7 @@ const FONT_CANDIDATES: &[&str] = &[
     "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
     "/usr/share/fonts/truetype/freefont/FreeSans.ttf",
 ];
-const FONT: &str = "sans-serif";
+pub(crate) const FONT: &str = "sans-serif";
 
 /// One color per report column, Cairn first.
 const PALETTE: [RGBColor; 9] = [
@@ -35,7 +35,7 @@ const PALETTE: [RGBColor; 9] = [
     RGBColor(190, 170, 150),
 ];
 
-fn register_font() -> Result<()> {
+pub(crate) fn register_font() -> Result<()> {
     let path = FONT_CANDIDATES
         .iter()
         .find(|p| Path::new(p).exists())
@@ -78,7 +78,7 @@ pub fn write_all(results: &Results, dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(written)
 }
 
-fn font(size: u32) -> TextStyle<'static> {
+pub(crate) fn font(size: u32) -> TextStyle<'static> {
     (FONT, size).into_font().color(&BLACK)
 }
 
@@ -190,7 +190,11 @@ fn bars(path: &Path, title: &str, panels: &[&Row], results: &Results) -> Result<
 /// per-transaction workload. Returns false if there was nothing to draw.
 fn latency(path: &Path, class: ModeClass, results: &Results) -> Result<bool> {
     let mut workloads: Vec<(Suite, String, String)> = Vec::new();
-    for r in results.runs.iter().filter(|r| r.class == class) {
+    for r in results
+        .runs
+        .iter()
+        .filter(|r| r.class == class && r.suite != Suite::Group)
+    {
         for l in &r.latencies {
             if !workloads.iter().any(|w| w.0 == r.suite && w.1 == l.id) {
                 workloads.push((r.suite, l.id.clone(), l.label.clone()));
@@ -210,7 +214,7 @@ fn latency(path: &Path, class: ModeClass, results: &Results) -> Result<bool> {
             results
                 .runs
                 .iter()
-                .any(|r| r.class == class && r.column == COLUMNS[c])
+                .any(|r| r.class == class && r.suite != Suite::Group && r.column == COLUMNS[c])
         })
         .collect();
     let title = format!("Commit latency, {} (µs, lower is better)", class.label());

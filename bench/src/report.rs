@@ -66,6 +66,9 @@ pub struct Results {
     /// The capi suite's figures, when it ran (absent from older results.json files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capi: Option<crate::capi::CapiResults>,
+    /// The device's flush time, measured when the group suite runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flush: Option<crate::group::FlushTime>,
 }
 
 /// A row of a suite's table: one figure in one mode class.
@@ -119,7 +122,8 @@ impl Row<'_> {
 /// The rows of every suite, in order: suites, then figures as first measured, durable first.
 pub fn rows(results: &Results) -> Vec<Row<'_>> {
     let mut out = Vec::new();
-    for suite in Suite::ALL {
+    // The group suite has its own report (group_report.rs).
+    for suite in Suite::ALL.into_iter().filter(|&s| s != Suite::Group) {
         let runs: Vec<&RunRecord> = results.runs.iter().filter(|r| r.suite == suite).collect();
         let mut ids: Vec<(&str, Unit)> = Vec::new();
         for r in &runs {
@@ -166,6 +170,7 @@ pub fn format_value(unit: Unit, v: f64) -> String {
         Unit::Micros => format!("{v:.1}"),
         Unit::MiB if v >= 100.0 => format!("{v:.0}"),
         Unit::MiB => format!("{v:.1}"),
+        Unit::Count => format!("{v:.0}"),
     }
 }
 
@@ -255,7 +260,11 @@ fn latency_table(results: &Results) -> String {
         "| workload | configuration | txns | mean | p50 | p90 | p99 | p99.9 | max |"
     );
     let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|");
-    let mut runs: Vec<&RunRecord> = results.runs.iter().collect();
+    let mut runs: Vec<&RunRecord> = results
+        .runs
+        .iter()
+        .filter(|r| r.suite != Suite::Group)
+        .collect();
     runs.sort_by_key(|r| (r.suite.id(), r.class, config_rank(results, &r.config)));
     let mut by_workload: BTreeMap<(&str, &str), Vec<(&RunRecord, &Latency)>> = BTreeMap::new();
     for r in runs {
@@ -278,7 +287,7 @@ fn latency_table(results: &Results) -> String {
     s
 }
 
-fn config_rank(results: &Results, id: &str) -> usize {
+pub fn config_rank(results: &Results, id: &str) -> usize {
     results
         .configs
         .iter()

@@ -22,6 +22,8 @@ pub enum Unit {
     Micros,
     /// Mebibytes (file size, memory).
     MiB,
+    /// A plain count (the group suite's commits of one thread, threads starved).
+    Count,
 }
 
 impl Unit {
@@ -34,6 +36,7 @@ impl Unit {
             Unit::OpsPerSec => "ops/s",
             Unit::Micros => "µs",
             Unit::MiB => "MiB",
+            Unit::Count => "count",
         }
     }
 }
@@ -85,17 +88,30 @@ pub enum Suite {
     /// The C API (crates/cairn-capi): one C program on LMDB and on Cairn, and its Rust twin
     /// (`capi.rs`). Not one child per configuration: the parent runs it once.
     Capi,
+    /// Durable one-put commits from 1 to 256 threads of one process (`group.rs`). Not part
+    /// of the default set: run it with `--suites group` (`make bench-group`).
+    Group,
 }
 
 impl Suite {
-    pub const ALL: [Suite; 6] = [
+    pub const ALL: [Suite; 7] = [
         Suite::DbBench,
         Suite::Redb,
         Suite::Crud,
         Suite::Dups,
         Suite::Mp,
         Suite::Capi,
+        Suite::Group,
     ];
+
+    /// What runs when no `--suites` is given: every suite but group, which has a report of
+    /// its own (docs/bench/group/).
+    pub fn default_set() -> Vec<Suite> {
+        Suite::ALL
+            .into_iter()
+            .filter(|&s| s != Suite::Group)
+            .collect()
+    }
 
     pub fn id(self) -> &'static str {
         match self {
@@ -105,6 +121,7 @@ impl Suite {
             Suite::Dups => "dups",
             Suite::Mp => "mp",
             Suite::Capi => "capi",
+            Suite::Group => "group",
         }
     }
 
@@ -125,6 +142,9 @@ impl Suite {
                  readers (db_bench keys and values)"
             }
             Suite::Capi => "C API (lmdb.h): one C program on LMDB and on Cairn, and its Rust twin",
+            Suite::Group => {
+                "group commit: durable one-put transactions from T threads of one process"
+            }
         }
     }
 
@@ -152,6 +172,10 @@ pub struct Params {
     pub records: u64,
     /// The quick set skips the slower, less telling workloads.
     pub quick: bool,
+    /// The group suite: how long each thread count runs, seconds.
+    pub group_secs: f64,
+    /// The group suite: the thread counts, in order.
+    pub group_threads: &'static [usize],
 }
 
 /// Figures collected by one suite run.
@@ -246,6 +270,7 @@ pub fn run(suite: Suite, cfg: &Config, root: &Path, p: &Params) -> Result<Output
         Suite::Dups => crate::dups::dups(&mut scratch, p, &mut out),
         Suite::Mp => crate::mp::mp(&mut scratch, p, &mut out),
         Suite::Capi => Err(anyhow::anyhow!("the capi suite runs in the parent process")),
+        Suite::Group => crate::group::group(&mut scratch, p, &mut out),
     };
     result.with_context(|| format!("{} suite, phase {}", suite.id(), out.phase))?;
     Ok(out)
@@ -272,7 +297,7 @@ impl Scratch<'_> {
     }
 
     /// Opens the configuration on a fresh directory.
-    fn open(&mut self, what: &str) -> Result<(Box<dyn Engine>, PathBuf)> {
+    pub(crate) fn open(&mut self, what: &str) -> Result<(Box<dyn Engine>, PathBuf)> {
         let dir = self.fresh_dir(what)?;
         let db = engines::open(self.cfg, &dir).with_context(|| format!("opening {dir:?}"))?;
         Ok((db, dir))
@@ -366,7 +391,7 @@ pub(crate) struct Values {
 
 impl Values {
     /// Random bytes.
-    fn random(len: usize, seed: u64) -> Values {
+    pub(crate) fn random(len: usize, seed: u64) -> Values {
         let size = (1 << 20) + len;
         let mut rng = Rng::new(seed);
         let buf = (0..size).map(|_| rng.next_u64() as u8).collect();

@@ -5,11 +5,15 @@ use std::path::Path;
 use anyhow::Result;
 use cairn::{Database, DbFlags, Durability, Env, PutFlags};
 
-use super::{disk_usage, Dups, Engine, ReadTxn, Visit, VisitPair, WriteKind, WriteTxn};
+use super::{
+    disk_usage, plain_one_put, Dups, Engine, OnePut, ReadTxn, Visit, VisitPair, WriteKind, WriteTxn,
+};
 
 pub struct Cairn {
     env: Env,
     db: Database,
+    /// The group suite's threads commit through `Env::write_grouped` (`cairn-grouped`).
+    grouped: bool,
 }
 
 impl Cairn {
@@ -33,7 +37,35 @@ impl Cairn {
             w.create_db(None, f | DbFlags::CREATE)?;
             w.commit()?;
         }
-        Ok(Cairn { env, db })
+        Ok(Cairn {
+            env,
+            db,
+            grouped: false,
+        })
+    }
+
+    /// The `cairn-grouped` configuration: the group suite's puts go through
+    /// `Env::write_grouped`; everything else is as in `cairn-durable`.
+    pub fn grouped(self) -> Cairn {
+        Cairn {
+            grouped: true,
+            ..self
+        }
+    }
+}
+
+/// One thread's grouped writer: each put is a closure that joins the next group commit.
+struct GroupedPut<'e> {
+    env: &'e Env,
+    db: Database,
+}
+
+impl OnePut for GroupedPut<'_> {
+    fn put_one(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        let db = self.db;
+        self.env
+            .write_grouped(|txn| txn.put(db, key, value, PutFlags::empty()))?;
+        Ok(())
     }
 }
 
@@ -174,6 +206,16 @@ impl Engine for Cairn {
     fn sync(&self) -> Result<()> {
         self.env.sync()?;
         Ok(())
+    }
+
+    fn one_put_writer(&self) -> Result<Box<dyn OnePut + '_>> {
+        if !self.grouped {
+            return Ok(plain_one_put(self));
+        }
+        Ok(Box::new(GroupedPut {
+            env: &self.env,
+            db: self.db,
+        }))
     }
 
     fn compact(&mut self, scratch: &Path) -> Result<Option<u64>> {
