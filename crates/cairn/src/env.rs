@@ -221,6 +221,8 @@ impl Env {
                 writer: Mutex::new(Some(ws)),
                 writer_cv: Condvar::new(),
                 writer_waiters: std::sync::atomic::AtomicUsize::new(0),
+                writer_tickets: AtomicU64::new(1),
+                writer_priority: AtomicU64::new(0),
                 dbs: RwLock::new(vec![main]),
                 db_gen: AtomicU64::new(0),
                 id: tag,

@@ -60,6 +60,11 @@ pub(crate) struct EnvInner {
     /// Threads waiting on `writer_cv`, counted under the `writer` mutex: handing the writer
     /// state back notifies only when someone waits (a notify is a futex call every time).
     pub writer_waiters: std::sync::atomic::AtomicUsize,
+    /// The next waiting ticket (from 1), and the ticket of the oldest starved waiter, which the
+    /// next hand-off goes to (0: none): both read and written under the `writer` mutex
+    /// (`RwTxn::begin_with`).
+    pub writer_tickets: AtomicU64,
+    pub writer_priority: AtomicU64,
     pub dbs: RwLock<Vec<DbInfo>>,
     /// Bumped at every change to `dbs` (under its write lock), so that a transaction can
     /// cache a database's order and flags and check them with one load (`db::DbView`).
@@ -397,12 +402,14 @@ impl EnvInner {
             .lock(crate::os::LockKind::Unlock, crate::format::LB_WRITER, false);
         let mut g = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         *g = Some(ws);
-        let waiting = self
-            .writer_waiters
-            .load(std::sync::atomic::Ordering::Relaxed)
-            > 0;
+        let waiting = self.writer_waiters.load(Ordering::Relaxed) > 0;
+        // A starved waiter is owed this hand-off: wake every waiter, since the one woken by
+        // `notify_one` may be another, which would go back to sleep.
+        let owed = self.writer_priority.load(Ordering::Relaxed) != 0;
         drop(g);
-        if waiting {
+        if owed {
+            self.writer_cv.notify_all();
+        } else if waiting {
             self.writer_cv.notify_one();
         }
     }

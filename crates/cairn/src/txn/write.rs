@@ -12,9 +12,15 @@ use crate::pagebuf::PageBuf;
 use crate::pageset::PageMap;
 use crate::state::{DbView, Env, WriterState};
 use std::cell::RefCell;
+use std::sync::atomic::Ordering::Relaxed;
 
 use super::nested::Frame;
 use crate::format::user_txnid;
+
+/// How long a thread waits for this process's writer before it is served first (see
+/// `begin_with`). Short enough to bound a writer's wait near a few commits past it; long enough
+/// that waiting threads wake rarely (each waiter wakes once per period to check).
+const STARVED: std::time::Duration = std::time::Duration::from_millis(20);
 
 thread_local! {
     /// The environment (its id) whose grouped closure this thread is running, 0 for none.
@@ -129,20 +135,44 @@ impl<'env> RwTxn<'env> {
         let inner = &env.inner;
         refuse_inside_group_job(inner.id)?;
         let mut g = inner.writer.lock().unwrap_or_else(|p| p.into_inner());
-        if g.is_none() && !wait {
-            return Ok(None);
-        }
-        if g.is_none() {
-            // Counted and uncounted under the mutex, where `put_writer` reads the count.
-            inner
-                .writer_waiters
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            while g.is_none() {
-                g = inner.writer_cv.wait(g).unwrap_or_else(|p| p.into_inner());
+        // Waiting is first come, first served once a waiter starves: a thread that waited
+        // `STARVED` claims the writer's next hand-off (the oldest starved ticket wins), and
+        // until it has it, no one else takes the writer, not even the thread that just
+        // released it. Until then, whoever comes first takes it (cheapest: no hand-off to a
+        // sleeping thread). The counters are read and written under the mutex.
+        let mut ticket = 0u64;
+        let mut since = std::time::Instant::now();
+        loop {
+            let prio = inner.writer_priority.load(Relaxed);
+            if g.is_some() && (prio == 0 || prio == ticket) {
+                break;
             }
-            inner
-                .writer_waiters
-                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            if !wait {
+                return Ok(None);
+            }
+            if ticket == 0 {
+                // Counted under the mutex, where `put_writer` reads the count.
+                ticket = inner.writer_tickets.fetch_add(1, Relaxed);
+                since = std::time::Instant::now();
+                inner.writer_waiters.fetch_add(1, Relaxed);
+            }
+            g = inner
+                .writer_cv
+                .wait_timeout(g, STARVED)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+            if since.elapsed() >= STARVED {
+                let prio = inner.writer_priority.load(Relaxed);
+                if prio == 0 || ticket < prio {
+                    inner.writer_priority.store(ticket, Relaxed);
+                }
+            }
+        }
+        if ticket != 0 {
+            inner.writer_waiters.fetch_sub(1, Relaxed);
+            if inner.writer_priority.load(Relaxed) == ticket {
+                inner.writer_priority.store(0, Relaxed);
+            }
         }
         let mut ws = g.take().expect("checked");
         drop(g);
