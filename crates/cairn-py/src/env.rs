@@ -9,6 +9,7 @@ use crate::state::{lock, thread_tag, EnvCore, GroupedRw, StateCell, TxnShared, T
 use crate::txn::Transaction;
 use cairn::{Database, DbFlags, Durability, Env, FileNames};
 use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use std::collections::{HashMap, HashSet};
@@ -219,7 +220,8 @@ impl Environment {
     #[new]
     #[pyo3(signature = (path, map_size=None, subdir=true, readonly=false, metasync=true,
         sync=true, map_async=false, mode=0o755, create=true, readahead=true, writemap=false,
-        meminit=true, max_readers=126, max_dbs=0, max_spare_txns=1, lock=true))]
+        meminit=true, max_readers=126, max_dbs=0, max_spare_txns=1, lock=true,
+        group_max_writes=None, group_max_time=None))]
     #[allow(clippy::too_many_arguments, reason = "py-lmdb's signature")]
     fn new(
         py: Python<'_>,
@@ -239,7 +241,24 @@ impl Environment {
         max_dbs: u32,
         max_spare_txns: u32,
         lock: bool,
+        group_max_writes: Option<usize>,
+        group_max_time: Option<f64>,
     ) -> PyResult<Environment> {
+        // Cairn's group commit (write_grouped): the most calls one commit carries, and how
+        // long (seconds) a group keeps taking calls that queue while it runs. Checked before
+        // anything is created.
+        if group_max_writes == Some(0) {
+            return Err(PyValueError::new_err("group_max_writes must be at least 1"));
+        }
+        let group_max_time = group_max_time
+            .map(|t| {
+                std::time::Duration::try_from_secs_f64(t).map_err(|_| {
+                    PyValueError::new_err(format!(
+                        "group_max_time {t} is not a duration in seconds"
+                    ))
+                })
+            })
+            .transpose()?;
         let path = fs_path(path)?;
         let data = |path: &Path| {
             if subdir {
@@ -306,6 +325,12 @@ impl Environment {
             } else {
                 Durability::Lazy
             });
+        if let Some(n) = group_max_writes {
+            opts = opts.group_max_writes(n);
+        }
+        if let Some(d) = group_max_time {
+            opts = opts.group_max_time(d);
+        }
         if let Some(m) = map_size {
             // LMDB raises a map size below what the file needs to that minimum (its writes
             // then fail with MapFullError); a new Cairn file needs one page.

@@ -371,3 +371,37 @@ def test_blocked_group_holds_later_calls(env):
     for t in [b] + qs:
         t.join(30)
     assert order[0] == "blocker" and sorted(order[1:]) == [0, 1, 2, 3]
+
+
+def test_group_limits(tmp_path):
+    """group_max_writes bounds the calls one commit carries; bad limits raise ValueError."""
+    with pytest.raises(ValueError):
+        cairn.open(str(tmp_path / "a"), group_max_writes=0)
+    with pytest.raises(ValueError):
+        cairn.open(str(tmp_path / "b"), group_max_time=-1.0)
+    env = cairn.open(str(tmp_path / "c"), group_max_writes=2, group_max_time=5.0)
+    ids = []
+    lock = threading.Lock()
+    gate = threading.Event()
+
+    def fn(i):
+        def body(txn):
+            gate.wait(30)
+            with lock:
+                ids.append(txn.id())
+            txn.put(b"k%d" % i, b"1")
+
+        env.write_grouped(body)
+
+    threads = [threading.Thread(target=fn, args=(i,)) for i in range(9)]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)
+    gate.set()
+    for t in threads:
+        t.join(30)
+    assert len(ids) == 9
+    per_txn = {i: ids.count(i) for i in ids}
+    assert max(per_txn.values()) <= 2, per_txn
+    assert env.stat()["entries"] == 9
+    env.close()
