@@ -114,6 +114,22 @@ impl<'t> Iter<'t> {
     fn landed(&mut self, side: usize) -> Result<Entry<'t>> {
         let pos = if side == 0 { &self.front } else { &self.back };
         self.main[side] = pos.main_leaf(self.src)?;
+        if let Some((p, i)) = self.main[side] {
+            // No sorted duplicates: the pair is the leaf's node, read from the page already
+            // in hand (not looked up again through the position).
+            self.leaf[side] = None;
+            if i >= p.nkeys() {
+                self.main[side] = None;
+                return Ok(None);
+            }
+            let n = p.node(i)?;
+            if n.is_dups() {
+                return Err(Error::corrupted(
+                    "duplicates node in a database without DUPSORT",
+                ));
+            }
+            return Ok(Some((n.key, crate::btree::node_value(self.src, &n)?)));
+        }
         let e = pos.current(self.src)?;
         self.leaf[side] = match (e, pos.sub_leaf(self.src)?) {
             (Some((k, _)), Some((p, i))) => Some((k, p, i)),
