@@ -8,7 +8,8 @@
 //! this process reopens the environment (recovery), runs the checker and requires: every
 //! acknowledged closure present, every failed one absent, none half there, no stray key.
 //! Durable and lazy mode alternate (a process crash keeps the page cache: lazy commits stay).
-//! `CAIRN_GROUP_KILLS` sets the number of kills (default 16).
+//! `CAIRN_GROUP_KILLS` sets the number of kills (default 16). Also two processes of grouped
+//! writers on one environment at once, both run to the end and checked.
 
 use cairn::failpoint::VAR;
 use cairn::storage::SimRng;
@@ -53,13 +54,17 @@ fn child_entry() {
     };
     let round: u32 = std::env::var("CAIRN_GK_ROUND").unwrap().parse().unwrap();
     let lazy = std::env::var("CAIRN_GK_MODE").unwrap() == "lazy";
+    let limit: u32 = std::env::var("CAIRN_GK_LIMIT")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20_000);
     let env = open(Path::new(&dir), lazy);
     let db = env.main_db();
     std::thread::scope(|s| {
         for t in 0..THREADS {
             let env = &env;
             s.spawn(move || {
-                for i in 0..20_000 {
+                for i in 0..limit {
                     let fail = fails(round, t, i);
                     let r = env.write_grouped(|txn| {
                         let v = value(round, t, i);
@@ -219,4 +224,60 @@ fn check(dir: &Path, lazy: bool, told: &BTreeMap<(u32, u32, u32), bool>, round: 
         }
     }
     assert_eq!(seen % 2, 0);
+}
+
+/// Two processes of grouped writers on one environment at once (each groups its own threads;
+/// their groups take turns at the shared writer lock): every closure acknowledged by either is
+/// there after both exit, none that failed, none half; the checker is clean.
+#[test]
+fn two_processes_of_grouped_writers() {
+    let dir = tempfile::tempdir().unwrap();
+    for lazy in [false, true] {
+        let children: Vec<_> = [1000u32, 1001]
+            .iter()
+            .map(|&round| {
+                Command::new(std::env::current_exe().unwrap())
+                    .args([
+                        "child_entry",
+                        "--exact",
+                        "--ignored",
+                        "--nocapture",
+                        "--quiet",
+                    ])
+                    .env("CAIRN_GK_DIR", dir.path())
+                    .env("CAIRN_GK_ROUND", (round + u32::from(lazy) * 10).to_string())
+                    .env("CAIRN_GK_MODE", if lazy { "lazy" } else { "durable" })
+                    .env("CAIRN_GK_LIMIT", "150")
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let mut told = BTreeMap::new();
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "a grouped writer process failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            for l in String::from_utf8_lossy(&out.stdout).lines() {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                let acked = match w.first() {
+                    Some(&"ack") => true,
+                    Some(&"fail") => false,
+                    _ => continue, // the test harness's own lines
+                };
+                let n = |k: usize| w[k].parse::<u32>().unwrap();
+                told.insert((n(1), n(2), n(3)), acked);
+            }
+        }
+        assert_eq!(
+            told.len(),
+            2 * THREADS as usize * 150,
+            "every call was answered"
+        );
+        check(dir.path(), lazy, &told, 1000);
+    }
 }
