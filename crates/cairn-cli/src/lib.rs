@@ -11,6 +11,7 @@ pub mod copy;
 pub mod drop;
 pub mod dump;
 pub mod dumpfmt;
+pub mod lmdb;
 pub mod load;
 pub mod progress;
 pub mod readers;

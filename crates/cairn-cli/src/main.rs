@@ -79,6 +79,26 @@ fn run(cli: Cli) -> Result<(), CliError> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut err = std::io::stderr();
+    // An LMDB environment (LMDB's meta magic in data.mdb, no data.cairn beside it) is read
+    // with the LMDB reader; commands that would write it are refused.
+    if cairn_cli::lmdb::detect(&path).is_some() {
+        let r = match &cmd {
+            Command::Stat(a) => cairn_cli::lmdb::stat(a, path, &mut out),
+            Command::Dump(a) => cairn_cli::lmdb::dump(a, path, &mut out),
+            Command::Check(a) => cairn_cli::lmdb::check(a, path, &mut out, &mut err),
+            Command::Readers(a) => cairn_cli::lmdb::readers(a, path, &mut out),
+            _ => Err(CliError::Usage(format!(
+                "{}: an LMDB environment; convert it first with `cairn migrate {}`",
+                path.path.display(),
+                path.path.display()
+            ))),
+        };
+        out.flush().map_err(|source| CliError::Io {
+            what: "writing the output".into(),
+            source,
+        })?;
+        return r;
+    }
     let r = match &cmd {
         Command::Stat(a) => cairn_cli::stat::run(a, path, &mut out),
         Command::Dump(a) => cairn_cli::dump::run(a, path, &mut out),
