@@ -111,18 +111,15 @@ pub fn run(a: &MigrateArgs, path: EnvPath, out: &mut dyn Write) -> CliResult {
     let plan = Plan::new(&path);
     let w = || "writing the output".to_string();
     if crate::lmdb::detect(&path).is_none() {
-        if plan.data.exists() || path.path.join("data.cairn").exists() {
-            if path.open_read().is_ok() {
-                writeln!(
-                    out,
-                    "{}: already a Cairn environment, nothing to do",
-                    path.path.display()
-                )
-                .ctx(w)?;
-                // A kill after the swap may leave the staging name free and the lock file
-                // gone; nothing else to finish.
-                return Ok(());
-            }
+        if (plan.data.exists() || path.path.join("data.cairn").exists()) && path.open_read().is_ok()
+        {
+            writeln!(
+                out,
+                "{}: already a Cairn environment, nothing to do",
+                path.path.display()
+            )
+            .ctx(w)?;
+            return Ok(());
         }
         return Err(CliError::Usage(format!(
             "{}: no LMDB environment here ({} is not LMDB's data file)",

@@ -22,6 +22,16 @@ pub enum Error {
         /// The file that was opened.
         path: String,
     },
+    /// The file is LMDB's own data file (LMDB's meta page at its start): Cairn reads it only
+    /// to convert it, with `cairn migrate`. Nothing was created or changed (not even the lock
+    /// file, which an LMDB process may be using).
+    #[error("{path}: an LMDB environment's data file, which Cairn does not open in place: convert it once with `cairn migrate {dir}` (docs/compat.md, \"Coming from LMDB\")")]
+    LmdbFile {
+        /// The data file.
+        path: String,
+        /// The environment's path as `cairn migrate` takes it.
+        dir: String,
+    },
     /// The file is a Cairn database of a format this build does not read.
     #[error("unsupported file format version {found} (this build reads version {supported})")]
     VersionMismatch {
