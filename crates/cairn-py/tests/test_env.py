@@ -482,3 +482,16 @@ def test_copy_from_txn_while_another_thread_uses_it(tmp_path):
         t.abort()
         with cairn.open(str(dest), readonly=True) as c:
             assert c.stat()["entries"] == 100000
+
+
+def test_an_lmdb_environment_is_refused_naming_cairn_migrate(tmp_path):
+    # The first page of LMDB's data file: a meta page (flags 0x08) with LMDB's magic.
+    head = bytearray(8192)
+    head[10:12] = (0x08).to_bytes(2, "little")
+    head[16:20] = (0xBEEFC0DE).to_bytes(4, "little")
+    head[20:24] = (1).to_bytes(4, "little")
+    (tmp_path / "data.mdb").write_bytes(bytes(head))
+    with pytest.raises(cairn.InvalidError) as e:
+        cairn.open(str(tmp_path))
+    assert "cairn migrate" in str(e.value)
+    assert not (tmp_path / "lock.mdb").exists()
