@@ -394,3 +394,28 @@ fn migrate_refuses_while_lmdb_has_the_environment_open() {
     let o = run(&["migrate", "-q"], &dir);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+#[test]
+fn open_with_migrate_lmdb_converts_in_place() {
+    let Some(py) = python() else { return };
+    let d = gen(&py, "flags", 12);
+    let p = d.path().join("env");
+    let before = lmdb_contents(&p, None);
+    // Read-only opens never migrate: LMDB's file is refused, untouched.
+    let e = Env::options()
+        .file_names(FileNames::Lmdb)
+        .read_only(true)
+        .migrate_lmdb(true)
+        .open(&p)
+        .err()
+        .unwrap();
+    assert!(matches!(e, cairn::Error::LmdbFile { .. }), "{e}");
+    let env = Env::options()
+        .file_names(FileNames::Lmdb)
+        .migrate_lmdb(true)
+        .open(&p)
+        .unwrap();
+    drop(env);
+    assert!(p.join("data.mdb.lmdb-backup").exists());
+    assert_eq!(cairn_contents(&p, false), before);
+}

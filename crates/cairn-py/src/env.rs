@@ -219,7 +219,8 @@ impl Environment {
     #[new]
     #[pyo3(signature = (path, map_size=None, subdir=true, readonly=false, metasync=true,
         sync=true, map_async=false, mode=0o755, create=true, readahead=true, writemap=false,
-        meminit=true, max_readers=126, max_dbs=0, max_spare_txns=1, lock=true))]
+        meminit=true, max_readers=126, max_dbs=0, max_spare_txns=1, lock=true,
+        migrate_lmdb=false))]
     #[allow(clippy::too_many_arguments, reason = "py-lmdb's signature")]
     fn new(
         py: Python<'_>,
@@ -239,6 +240,7 @@ impl Environment {
         max_dbs: u32,
         max_spare_txns: u32,
         lock: bool,
+        migrate_lmdb: bool,
     ) -> PyResult<Environment> {
         let path = fs_path(path)?;
         let data = |path: &Path| {
@@ -301,6 +303,9 @@ impl Environment {
                 FileNames::Lmdb
             })
             .no_lock(!lock)
+            // Cairn's keyword (not py-lmdb's): an LMDB environment at `path` is converted in
+            // place first (as CAIRN_MIGRATE_ON_OPEN=1 asks too), instead of InvalidError.
+            .migrate_lmdb(migrate_lmdb)
             .durability(if sync && metasync {
                 Durability::Durable
             } else {

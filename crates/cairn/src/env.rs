@@ -29,6 +29,21 @@ impl EnvOptions {
         check_options(&self)?;
         // LMDB's own file: refused before anything is created or opened for writing (its lock
         // file may be in use by LMDB processes).
+        if is_lmdb_file(&data)
+            && !self.read_only
+            && (self.migrate_lmdb || crate::migrate::on_open_from_env())
+        {
+            let opts = crate::migrate::MigrateOptions {
+                backup: true,
+                no_subdir: Some(!self.subdir(path)),
+            };
+            crate::migrate::migrate_lmdb(path, opts, &mut |_, _| {}).map_err(|e| {
+                Error::MigrateFailed {
+                    path: path.display().to_string(),
+                    what: e.to_string(),
+                }
+            })?;
+        }
         if is_lmdb_file(&data) {
             let dir = if self.subdir(path) {
                 path.display().to_string()

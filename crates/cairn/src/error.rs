@@ -32,6 +32,15 @@ pub enum Error {
         /// The environment's path as `cairn migrate` takes it.
         dir: String,
     },
+    /// Migrating an LMDB environment at open ([`crate::EnvOptions::migrate_lmdb`]) failed; the
+    /// LMDB environment is unchanged.
+    #[error("{path}: migrating the LMDB environment failed, it is unchanged: {what}")]
+    MigrateFailed {
+        /// The environment.
+        path: String,
+        /// Why.
+        what: String,
+    },
     /// The file is a Cairn database of a format this build does not read.
     #[error("unsupported file format version {found} (this build reads version {supported})")]
     VersionMismatch {

@@ -31,6 +31,7 @@ pub struct EnvOptions {
     pub(crate) map_writes: bool,
     pub(crate) file_names: FileNames,
     pub(crate) no_lock: bool,
+    pub(crate) migrate_lmdb: bool,
 }
 
 /// The names of the two files in an environment's directory (when the path is a directory;
@@ -74,6 +75,7 @@ impl Default for EnvOptions {
             map_writes: true,
             file_names: FileNames::Auto,
             no_lock: false,
+            migrate_lmdb: false,
         }
     }
 }
