@@ -323,11 +323,43 @@ pub fn migrate_lmdb(
 /// A database's pair count and digest.
 type Digest = (u64, u64);
 
-fn hash_pair(h: &mut XxHash3_64, k: &[u8], v: &[u8]) {
-    h.write(&(k.len() as u64).to_le_bytes());
-    h.write(k);
-    h.write(&(v.len() as u64).to_le_bytes());
-    h.write(v);
+/// The digest of a database's pairs: XXH3-64 over each pair's key length, key, value length and
+/// value, in order. Small pairs are gathered into a buffer and hashed in large pieces (the
+/// streaming hasher's cost is per call).
+struct PairHash {
+    h: XxHash3_64,
+    buf: Vec<u8>,
+}
+
+impl PairHash {
+    fn new() -> PairHash {
+        PairHash {
+            h: XxHash3_64::with_seed(0),
+            buf: Vec::with_capacity(1 << 16),
+        }
+    }
+
+    fn add(&mut self, k: &[u8], v: &[u8]) {
+        self.buf.extend_from_slice(&(k.len() as u64).to_le_bytes());
+        self.buf.extend_from_slice(k);
+        self.buf.extend_from_slice(&(v.len() as u64).to_le_bytes());
+        if v.len() > 4096 {
+            self.h.write(&self.buf);
+            self.buf.clear();
+            self.h.write(v);
+        } else {
+            self.buf.extend_from_slice(v);
+        }
+        if self.buf.len() >= 1 << 16 {
+            self.h.write(&self.buf);
+            self.buf.clear();
+        }
+    }
+
+    fn finish(mut self) -> u64 {
+        self.h.write(&self.buf);
+        self.h.finish()
+    }
 }
 
 fn engine(what: impl FnOnce() -> String) -> impl FnOnce(crate::Error) -> MigrateError {
@@ -361,7 +393,7 @@ fn copy_all(
         } else {
             env.pairs(&job.rec)
         };
-        let mut h = XxHash3_64::with_seed(0);
+        let mut h = PairHash::new();
         let (mut n, mut in_txn, mut bytes) = (0u64, 0u64, 0u64);
         let mut last_key: Vec<u8> = Vec::new();
         loop {
@@ -375,7 +407,7 @@ fn copy_all(
                     })
                 }
             };
-            if job.name.is_none() && names.contains(k) {
+            if job.name.is_none() && !names.is_empty() && names.contains(k) {
                 continue;
             }
             let same = dupsort && n > 0 && last_key == k;
@@ -387,7 +419,7 @@ fn copy_all(
             txn.put(db, k, v, pf).map_err(engine(|| {
                 format!("writing database {db_label}, record {}", n + 1)
             }))?;
-            hash_pair(&mut h, k, v);
+            h.add(k, v);
             if dupsort {
                 last_key.clear();
                 last_key.extend_from_slice(k);
@@ -456,17 +488,20 @@ fn verify(
         } else {
             job.rec.entries
         };
-        let mut h = XxHash3_64::with_seed(0);
+        let mut h = PairHash::new();
         let mut n = 0u64;
         for item in r
             .iter(db)
             .map_err(engine(|| format!("reading database {label}")))?
         {
             let (k, v) = item.map_err(engine(|| format!("reading database {label}")))?;
-            if job.name.is_none() && std::str::from_utf8(k).is_ok_and(|s| names.contains(s)) {
+            if job.name.is_none()
+                && !names.is_empty()
+                && std::str::from_utf8(k).is_ok_and(|s| names.contains(s))
+            {
                 continue;
             }
-            hash_pair(&mut h, k, v);
+            h.add(k, v);
             n += 1;
             if n.is_multiple_of(4096) {
                 progress(Phase::Verified, 4096);
