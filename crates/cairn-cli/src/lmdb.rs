@@ -366,20 +366,28 @@ pub fn readers(a: &ReadersArgs, path: EnvPath, out: &mut dyn Write) -> CliResult
 
 /// Walks every tree of the environment (free, main, named, duplicate sub-trees): pages,
 /// counts, orders. The problems found, and a summary.
-pub fn check_env(env: &LmdbEnv) -> (Vec<String>, serde_json::Value) {
+pub fn check_env(env: &LmdbEnv) -> (Vec<String>, Vec<String>, serde_json::Value) {
     let mut problems: Vec<String> = env.meta_warnings();
+    let mut notes = Vec::new();
     let mut entries = 0u64;
-    let mut pages = 0u64;
     let mut dbs = 0u64;
-    let mut walk = |label: &str, rec: &DbRecord, main: bool, problems: &mut Vec<String>| {
-        let mut p = if main {
-            env.main_pairs()
-        } else {
-            env.pairs(rec)
+    let mut used = cairn_lmdb::Seen::new(env.pages());
+    // Metas.
+    used.visit(0);
+    used.visit(1);
+    let mut free_lists: Vec<Vec<u8>> = Vec::new();
+    let mut walk = |label: &str, rec: &DbRecord, kind: u8, problems: &mut Vec<String>| {
+        let mut p = match kind {
+            1 => env.main_pairs(),
+            _ => env.pairs(rec),
         };
         loop {
             match p.next() {
-                Ok(Some(_)) => {}
+                Ok(Some((_, v))) => {
+                    if kind == 2 {
+                        free_lists.push(v.to_vec());
+                    }
+                }
                 Ok(None) => break,
                 Err(e) => {
                     problems.push(format!("database {label}: {e}"));
@@ -388,28 +396,69 @@ pub fn check_env(env: &LmdbEnv) -> (Vec<String>, serde_json::Value) {
             }
         }
         entries += p.count();
-        pages += p.seen().count();
+        if let Some(pg) = used.merge(p.seen()) {
+            problems.push(format!(
+                "database {label}: page {pg} belongs to another tree too"
+            ));
+        }
     };
-    walk("(free)", &env.free_db(), false, &mut problems);
-    walk("(main)", &env.main_db(), true, &mut problems);
+    walk("(free)", &env.free_db(), 2, &mut problems);
+    walk("(main)", &env.main_db(), 1, &mut problems);
     match env.named_dbs() {
         Ok(named) => {
             for d in named {
                 dbs += 1;
-                walk(&d.name_lossy(), &d.record, false, &mut problems);
+                walk(&d.name_lossy(), &d.record, 0, &mut problems);
             }
         }
         Err(e) => problems.push(format!("listing named databases: {e}")),
     }
-    let summary = json!({"tree_pages": pages, "entries": entries, "databases": dbs,
-                         "pages_in_file": env.pages(), "txnid": env.meta().txnid});
-    (problems, summary)
+    let tree_pages = used.count() - 2;
+    // The free lists: each value a count and that many page numbers.
+    let mut free = 0u64;
+    for v in &free_lists {
+        let n = v
+            .get(..8)
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8")));
+        if v.len() as u64 != 8 * (n.saturating_add(1)) {
+            problems.push(format!(
+                "the free database holds a list of {} bytes that says it has {n} pages",
+                v.len()
+            ));
+            continue;
+        }
+        for c in v[8..].chunks_exact(8) {
+            let pg = u64::from_le_bytes(c.try_into().expect("8"));
+            if pg < 2 || pg >= env.pages() {
+                problems.push(format!(
+                    "free page {pg} outside pages 2..={}",
+                    env.pages() - 1
+                ));
+            } else if !used.visit(pg) {
+                problems.push(format!(
+                    "page {pg} is listed free and is in use (or listed twice)"
+                ));
+            } else {
+                free += 1;
+            }
+        }
+    }
+    let unaccounted = env.pages() - used.count();
+    if unaccounted > 0 {
+        notes.push(format!(
+            "{unaccounted} pages neither in a tree nor listed free (pages a writer had in flight when it stopped, or lost)"
+        ));
+    }
+    let summary = json!({"tree_pages": tree_pages, "free_pages": free, "entries": entries,
+                         "databases": dbs, "pages_in_file": env.pages(), "txnid": env.meta().txnid});
+    (problems, notes, summary)
 }
 
 /// `cairn check` of an LMDB environment.
 pub fn check(a: &CheckArgs, path: EnvPath, out: &mut dyn Write, err: &mut dyn Write) -> CliResult {
     let w = || "writing the output".to_string();
-    let (problems, summary) = match LmdbEnv::open(&path.path, path.no_subdir.then_some(true)) {
+    let (problems, notes, summary) = match LmdbEnv::open(&path.path, path.no_subdir.then_some(true))
+    {
         Ok(env) => {
             let pb = Progress::spinner(progress::wanted(a.quiet, false), "checking");
             let r = check_env(&env);
@@ -417,14 +466,19 @@ pub fn check(a: &CheckArgs, path: EnvPath, out: &mut dyn Write, err: &mut dyn Wr
             r
         }
         Err(cairn_lmdb::Error::Io { what, source }) => return Err(CliError::Io { what, source }),
-        Err(e) => (vec![format!("opening: {e}")], serde_json::Value::Null),
+        Err(e) => (
+            vec![format!("opening: {e}")],
+            Vec::new(),
+            serde_json::Value::Null,
+        ),
     };
     if a.json {
         writeln!(
             out,
             "{:#}",
             json!({"ok": problems.is_empty(), "format": "lmdb", "problems": problems,
-                   "tree_pages": summary.get("tree_pages"), "entries": summary.get("entries"),
+                   "notes": notes, "tree_pages": summary.get("tree_pages"),
+                   "free_pages": summary.get("free_pages"), "entries": summary.get("entries"),
                    "databases": summary.get("databases")})
         )
         .ctx(w)?;
@@ -432,11 +486,15 @@ pub fn check(a: &CheckArgs, path: EnvPath, out: &mut dyn Write, err: &mut dyn Wr
         for p in &problems {
             writeln!(err, "problem: {p}").ctx(w)?;
         }
+        for n in &notes {
+            writeln!(out, "note: {n}").ctx(w)?;
+        }
         if !summary.is_null() {
             writeln!(
                 out,
-                "LMDB environment: {} tree pages of {}, {} records in all trees, {} named databases: {}",
+                "LMDB environment: {} tree pages, {} free pages of {}, {} records in all trees, {} named databases: {}",
                 summary["tree_pages"],
+                summary["free_pages"],
                 summary["pages_in_file"],
                 summary["entries"],
                 summary["databases"],

@@ -419,3 +419,51 @@ fn open_with_migrate_lmdb_converts_in_place() {
     assert!(p.join("data.mdb.lmdb-backup").exists());
     assert_eq!(cairn_contents(&p, false), before);
 }
+
+#[test]
+fn damaged_lmdb_files_are_reported_not_crashed_on() {
+    let Some(py) = python() else { return };
+    let d = gen(&py, "flags", 13);
+    let p = d.path().join("env");
+    let data = p.join("data.mdb");
+    let good = std::fs::read(&data).unwrap();
+    let ps = u32::from_le_bytes(good[40..44].try_into().unwrap()) as usize;
+    let root = u64::from_le_bytes(good[128..136].try_into().unwrap()) as usize;
+    let newest = if u64::from_le_bytes(good[ps + 144..ps + 152].try_into().unwrap())
+        > u64::from_le_bytes(good[144..152].try_into().unwrap())
+    {
+        ps
+    } else {
+        0
+    };
+    let root = if newest == ps {
+        u64::from_le_bytes(good[ps + 128..ps + 136].try_into().unwrap()) as usize
+    } else {
+        root
+    };
+    // The main database's root page with its lower bound below the header.
+    let mut bad = good.clone();
+    bad[root * ps + 12..root * ps + 14].copy_from_slice(&2u16.to_le_bytes());
+    std::fs::write(&data, &bad).unwrap();
+    let ck = run(&["check"], &p);
+    let err = String::from_utf8_lossy(&ck.stderr);
+    assert_eq!(ck.status.code(), Some(1));
+    assert!(err.contains(&format!("page {root}")), "{err}");
+    for cmd in [&["dump", "-a"][..], &["dump"][..], &["migrate", "-q"][..]] {
+        let o = run(cmd, &p);
+        assert_eq!(o.status.code(), Some(1), "{cmd:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(&format!("page {root}")),
+            "{cmd:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    // The migration refused and left LMDB's file and nothing else.
+    assert_eq!(std::fs::read(&data).unwrap(), bad);
+    assert!(!p.join("data.mdb.cairn-migrate").exists() && !p.join("data.mdb.lmdb-backup").exists());
+    // Truncated: the last page is named.
+    std::fs::write(&data, &good[..good.len() / 2]).unwrap();
+    let o = run(&["dump"], &p);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("truncated"));
+}

@@ -45,6 +45,19 @@ impl Seen {
             .is_some_and(|w| w & (1 << (pgno % 64)) != 0)
     }
 
+    /// Adds `other`'s pages to this set; the first page both held, if any (a page two trees
+    /// claim).
+    pub fn merge(&mut self, other: &Seen) -> Option<u64> {
+        let mut first = None;
+        for (i, (a, b)) in self.bits.iter_mut().zip(&other.bits).enumerate() {
+            if first.is_none() && *a & *b != 0 {
+                first = Some(i as u64 * 64 + u64::from((*a & *b).trailing_zeros()));
+            }
+            *a |= *b;
+        }
+        first
+    }
+
     /// Pages visited.
     pub fn count(&self) -> u64 {
         self.bits.iter().map(|w| u64::from(w.count_ones())).sum()
