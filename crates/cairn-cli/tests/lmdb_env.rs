@@ -467,3 +467,66 @@ fn damaged_lmdb_files_are_reported_not_crashed_on() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("truncated"));
 }
+
+#[path = "../../cairn-lmdb/tests/support/build.rs"]
+mod build;
+
+#[test]
+fn other_page_sizes_dump_as_mdb_dump_and_migrate() {
+    for psize in [8192usize, 16384, 65536] {
+        let pairs: Vec<(Vec<u8>, Vec<u8>)> = (0..3000u32)
+            .map(|i| {
+                let v = if i % 101 == 7 {
+                    vec![i as u8; psize * 3]
+                } else {
+                    i.to_le_bytes().repeat((i % 13) as usize)
+                };
+                (format!("k{i:06}").into_bytes(), v)
+            })
+            .collect();
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("env");
+        std::fs::create_dir(&p).unwrap();
+        std::fs::write(p.join("data.mdb"), build::lmdb_file(psize, &pairs)).unwrap();
+        if mdb_dump_here() {
+            for args in [vec![], vec!["-p"]] {
+                let ours = run(&[&["dump"][..], &args].concat(), &p);
+                let theirs = Command::new("mdb_dump")
+                    .args(&args)
+                    .arg(&p)
+                    .output()
+                    .unwrap();
+                assert!(
+                    ours.status.success() && ours.stdout == theirs.stdout,
+                    "page size {psize} {args:?}"
+                );
+            }
+            // mdb_dump made LMDB's lock file; migrate removes it with the rest.
+        }
+        let o = run(&["migrate", "-q"], &p);
+        assert!(
+            o.status.success(),
+            "page size {psize}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let env = Env::options()
+            .file_names(FileNames::Lmdb)
+            .read_only(true)
+            .open(&p)
+            .unwrap();
+        assert_eq!(env.page_size(), psize, "the page size is kept");
+        let r = env.read_txn().unwrap();
+        let got: Vec<(Vec<u8>, Vec<u8>)> = r
+            .iter(env.main_db())
+            .unwrap()
+            .map(|i| {
+                let (k, v) = i.unwrap();
+                (k.to_vec(), v.to_vec())
+            })
+            .collect();
+        assert!(
+            got == pairs,
+            "page size {psize}: contents differ after migration"
+        );
+    }
+}
