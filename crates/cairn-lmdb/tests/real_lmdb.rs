@@ -495,6 +495,52 @@ fn hostile_files_give_errors() {
             &fx.patched(|b| put16(b, p * ps + 10, format::P_LEAF)),
         );
     }
+    // Fixed-size leaves (DUPFIXED sub-trees): an item size of 0, or too big for the page
+    // (py-lmdb's mp_pad cases).
+    let leaf2 = fx.pages_with(format::P_LEAF | format::P_LEAF2);
+    assert!(!leaf2.is_empty(), "no fixed-size leaf generated");
+    for &p in leaf2.iter().take(3) {
+        must_fail(&fx, "LEAF2 pad 0", &fx.patched(|b| put16(b, p * ps + 8, 0)));
+        must_fail(
+            &fx,
+            "LEAF2 pad huge",
+            &fx.patched(|b| put16(b, p * ps + 8, 0xffff)),
+        );
+    }
+    // A named database's record in the main database with the wrong size (py-lmdb's
+    // subdata node size case).
+    let (base, i) = leaves
+        .iter()
+        .find_map(|&p| {
+            let base = p * ps;
+            let hdr = format::slotted(&fx.bytes[base..base + ps]).unwrap();
+            (0..hdr.count)
+                .find(|&i| {
+                    format::node(&fx.bytes[base..base + ps], &hdr, i, false)
+                        .unwrap()
+                        .flags
+                        == format::F_SUBDATA
+                })
+                .map(|i| (base, i))
+        })
+        .expect("a named database's record");
+    let off = base
+        + usize::from(u16::from_le_bytes(
+            fx.bytes[base + 16 + 2 * i..base + 18 + 2 * i]
+                .try_into()
+                .unwrap(),
+        ));
+    must_fail(
+        &fx,
+        "named database record of 47 bytes",
+        &fx.patched(|b| put16(b, off, 47)),
+    );
+    must_fail(
+        &fx,
+        "DUPDATA flag in a plain main database",
+        &fx.patched(|b| put16(b, off + 4, format::F_DUPDATA)),
+    );
+
     // Sub-pages of duplicates (py-lmdb's subpage cases): grow upper past the sub-page.
     let mut found = 0;
     for &p in &leaves {
@@ -557,8 +603,11 @@ fn flipped_bytes_in_every_page_never_panic() {
         .write(true)
         .open(fx.env.join("data.mdb"))
         .unwrap();
-    for p in 0..fx.pages() {
-        for round in 0..3 {
+    // Every page a read touches (the metas and the trees' pages; damage to a free page is
+    // never read), twice: once near its start (headers, offsets, node headers), once anywhere.
+    let pages: Vec<usize> = (0..fx.pages()).filter(|&p| p < 2 || fx.live[p]).collect();
+    for &p in &pages {
+        for round in 0..2 {
             let mut b = fx.bytes[p * ps..(p + 1) * ps].to_vec();
             // Most damage is near the start of a page (headers, offsets, node headers).
             for _ in 0..1 + rnd() % 4 {

@@ -29,7 +29,11 @@ impl EnvOptions {
         check_options(&self)?;
         // LMDB's own file: refused before anything is created or opened for writing (its lock
         // file may be in use by LMDB processes).
-        if is_lmdb_file(&data)
+        // LMDB's names only (data.mdb, or the file itself with no_subdir): LMDB's contents
+        // under Cairn's own name, data.cairn, are just not Cairn's (NotCairn below).
+        let lmdb_named = !self.subdir(path) || data.file_name().is_some_and(|n| n == "data.mdb");
+        if lmdb_named
+            && is_lmdb_file(&data)
             && !self.read_only
             && (self.migrate_lmdb || crate::migrate::on_open_from_env())
         {
@@ -44,7 +48,7 @@ impl EnvOptions {
                 }
             })?;
         }
-        if is_lmdb_file(&data) {
+        if lmdb_named && is_lmdb_file(&data) {
             let dir = if self.subdir(path) {
                 path.display().to_string()
             } else {
