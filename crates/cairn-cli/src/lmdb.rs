@@ -159,12 +159,19 @@ fn dump_env(
         let named = env.named_dbs().map_err(|e| lmdb_err(path, e))?;
         let mut candidates = 0u64;
         let mut keys = env.main_pairs();
-        if env.main_db().db_flags() & 0x04 == 0 {
-            while let Some((k, _)) = keys.next().map_err(|e| lmdb_err(path, e))? {
-                if !k.contains(&0) {
-                    candidates += 1;
-                }
+        let mut last: Vec<u8> = Vec::new();
+        let mut first = true;
+        while let Some((k, _)) = keys.next().map_err(|e| lmdb_err(path, e))? {
+            // Distinct keys (a DUPSORT main database repeats a key per value).
+            if !first && last == k {
+                continue;
             }
+            if !k.contains(&0) {
+                candidates += 1;
+            }
+            first = false;
+            last.clear();
+            last.extend_from_slice(k);
         }
         if candidates == 0 {
             return Err(CliError::Usage(format!(
