@@ -373,6 +373,24 @@ fn migrate_refuses_while_lmdb_has_the_environment_open() {
     .unwrap();
     assert_eq!(line.trim(), "ready");
     let original = std::fs::read(dir.join("data.mdb")).unwrap();
+    // LMDB's reader table, read from its lock file: the holder's slot.
+    let pid = holder.id().to_string();
+    for args in [&["readers"][..], &["stat", "-r"][..]] {
+        let o = run(args, &dir);
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success()
+                && text
+                    .lines()
+                    .any(|l| l.split_whitespace().next() == Some(pid.as_str())),
+            "{args:?}: {text}"
+        );
+    }
+    let o = run(&["migrate", "--dry-run"], &dir);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains(&pid),
+        "--dry-run names the live reader"
+    );
     let o = run(&["migrate"], &dir);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
