@@ -113,7 +113,7 @@ bench-py: py-venv
 
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy -p cairn -p cairn-cli -p cairn-py -p cairn-capi --all-targets -- -D warnings
+	$(CARGO) clippy -p cairn -p cairn-cli -p cairn-lmdb -p cairn-py -p cairn-capi --all-targets -- -D warnings
 
 bench:
 	bench/run.sh quick
@@ -171,7 +171,7 @@ asan:
 # runs each target for FUZZ_SECONDS. A crash lands in fuzz/artifacts/<target>/: copy it into
 # fuzz/regressions/<target>/ so `make test` replays it for good.
 FUZZ_SECONDS ?= 300
-FUZZ_TARGETS ?= open_walk decode_pages ops_model
+FUZZ_TARGETS ?= open_walk decode_pages ops_model lmdb_reader
 fuzz:
 	@rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked

@@ -6,7 +6,8 @@
  * Where Cairn's meaning differs (the file format is Cairn's; see also cairn.h):
  *  - The environment directory holds data.mdb and lock.mdb as LMDB's does (MDB_NOSUBDIR: the
  *    file and "<file>-lock"; MDB_NOLOCK: no lock file), in Cairn's format: a data.mdb written
- *    by LMDB is not read (migrate with mdb_dump | cairn load). docs/compat.md lists every
+ *    by LMDB is refused with MDB_INVALID (convert it once with `cairn migrate DIR`, or set
+ *    CAIRN_MIGRATE_ON_OPEN=1 to convert it at a writable open). docs/compat.md lists every
  *    difference.
  *  - mdb_env_set_mapsize sets an upper limit; the file grows as needed up to it. With no call
  *    there is no limit.

@@ -174,7 +174,7 @@ fn mdb_text(err: c_int) -> Option<&'static [u8]> {
         MDB_VERSION_MISMATCH => {
             b"MDB_VERSION_MISMATCH: the file's format version is not this library's\0"
         }
-        MDB_INVALID => b"MDB_INVALID: the file is not a database this library reads\0",
+        MDB_INVALID => b"MDB_INVALID: the file is not a database this library reads (an LMDB environment is converted once with `cairn migrate DIR`)\0",
         MDB_MAP_FULL => b"MDB_MAP_FULL: the size limit set by mdb_env_set_mapsize was reached\0",
         MDB_DBS_FULL => b"MDB_DBS_FULL: more named databases than mdb_env_set_maxdbs allows\0",
         MDB_READERS_FULL => b"MDB_READERS_FULL: every reader table slot is in use\0",

@@ -104,7 +104,9 @@ pub(crate) fn code(e: &cairn::Error) -> c_int {
     use cairn::Error as E;
     match e {
         E::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO),
-        E::NotCairn { .. } | E::LockFile(_) => MDB_INVALID,
+        E::NotCairn { .. } | E::LmdbFile { .. } | E::MigrateFailed { .. } | E::LockFile(_) => {
+            MDB_INVALID
+        }
         E::VersionMismatch { .. } => MDB_VERSION_MISMATCH,
         E::Corrupted { .. } => MDB_CORRUPTED,
         // LMDB reports an out-of-order APPEND as an existing key.

@@ -142,6 +142,24 @@ int main(void) {
 	mdb_env_close(env);
 	TRUE(stat(file, &sb) == 0 && S_ISREG(sb.st_mode));
 	TRUE(entries_at(file, MDB_NOSUBDIR) == 10);
+
+	/* LMDB's own data file (a meta page with LMDB's magic): MDB_INVALID, whose text names
+	 * `cairn migrate`, and the lock file an LMDB process may be using is not touched. */
+	const char *ldir = fresh_dir("t_env_lmdb");
+	char lpath[4200], lockp[4200];
+	snprintf(lpath, sizeof lpath, "%s/data.mdb", ldir);
+	snprintf(lockp, sizeof lockp, "%s/lock.mdb", ldir);
+	unsigned char head[8192] = {0};
+	head[10] = 0x08;
+	head[16] = 0xde; head[17] = 0xc0; head[18] = 0xef; head[19] = 0xbe;
+	head[20] = 1;
+	FILE *hf = fopen(lpath, "wb");
+	TRUE(hf && fwrite(head, 1, sizeof head, hf) == sizeof head && fclose(hf) == 0);
+	CHECK(mdb_env_create(&env));
+	EXPECT(mdb_env_open(env, ldir, 0, 0644), MDB_INVALID);
+	mdb_env_close(env);
+	TRUE(strstr(mdb_strerror(MDB_INVALID), "cairn migrate") != NULL);
+	TRUE(stat(lockp, &sb) != 0);
 	printf("t_env ok\n");
 	return 0;
 }

@@ -35,6 +35,9 @@ pub enum Command {
     Readers(ReadersArgs),
     /// Empty a database, or delete it with -d (mdb_drop).
     Drop(DropArgs),
+    /// Convert an LMDB environment into Cairn's format in place, verified, keeping LMDB's
+    /// data file as a backup.
+    Migrate(MigrateArgs),
 }
 
 /// Options every subcommand shares, and the environment's path.
@@ -181,6 +184,22 @@ pub struct DropArgs {
     pub common: Common,
 }
 
+/// `cairn migrate`.
+#[derive(Args, Debug)]
+pub struct MigrateArgs {
+    /// Say what would be done, change nothing.
+    #[arg(long = "dry-run")]
+    pub dry_run: bool,
+    /// Do not keep LMDB's data file (by default it stays as data.mdb.lmdb-backup).
+    #[arg(long = "no-backup")]
+    pub no_backup: bool,
+    /// No progress bar.
+    #[arg(short = 'q', long = "quiet")]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
+
 impl Command {
     /// The options every subcommand has.
     pub fn common(&self) -> &Common {
@@ -192,6 +211,7 @@ impl Command {
             Command::Check(a) => &a.common,
             Command::Readers(a) => &a.common,
             Command::Drop(a) => &a.common,
+            Command::Migrate(a) => &a.common,
         }
     }
 }

@@ -11,7 +11,9 @@ pub mod copy;
 pub mod drop;
 pub mod dump;
 pub mod dumpfmt;
+pub mod lmdb;
 pub mod load;
+pub mod migrate;
 pub mod progress;
 pub mod readers;
 pub mod stat;
@@ -160,7 +162,7 @@ impl EnvPath {
 
 /// What a path that holds an LMDB environment is told.
 const LMDB_HINT: &str =
-    " (it looks like an LMDB environment: move its data with `mdb_dump -a ... | cairn load ...`)";
+    " (it looks like an LMDB environment: convert it with `cairn migrate PATH`)";
 
 /// The message for a path that holds no Cairn environment, with a hint for LMDB's layout.
 fn missing_env(path: &Path, data: &Path) -> String {

@@ -40,6 +40,7 @@ fn command_name(c: &Command) -> &'static str {
         Command::Check(_) => "check",
         Command::Readers(_) => "readers",
         Command::Drop(_) => "drop",
+        Command::Migrate(_) => "migrate",
     }
 }
 
@@ -67,7 +68,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
             return print_version();
         }
         return Err(CliError::Usage(
-            "a subcommand is needed: stat, dump, load, copy, check, readers or drop (see --help)"
+            "a subcommand is needed: stat, dump, load, copy, check, readers, drop or migrate (see --help)"
                 .into(),
         ));
     };
@@ -79,6 +80,34 @@ fn run(cli: Cli) -> Result<(), CliError> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut err = std::io::stderr();
+    // An LMDB environment (LMDB's meta magic in data.mdb, no data.cairn beside it) is read
+    // with the LMDB reader; commands that would write it are refused.
+    if let Command::Migrate(a) = &cmd {
+        let r = cairn_cli::migrate::run(a, path, &mut out);
+        out.flush().map_err(|source| CliError::Io {
+            what: "writing the output".into(),
+            source,
+        })?;
+        return r;
+    }
+    if cairn_cli::lmdb::detect(&path).is_some() {
+        let r = match &cmd {
+            Command::Stat(a) => cairn_cli::lmdb::stat(a, path, &mut out),
+            Command::Dump(a) => cairn_cli::lmdb::dump(a, path, &mut out),
+            Command::Check(a) => cairn_cli::lmdb::check(a, path, &mut out, &mut err),
+            Command::Readers(a) => cairn_cli::lmdb::readers(a, path, &mut out),
+            _ => Err(CliError::Usage(format!(
+                "{}: an LMDB environment; convert it first with `cairn migrate {}`",
+                path.path.display(),
+                path.path.display()
+            ))),
+        };
+        out.flush().map_err(|source| CliError::Io {
+            what: "writing the output".into(),
+            source,
+        })?;
+        return r;
+    }
     let r = match &cmd {
         Command::Stat(a) => cairn_cli::stat::run(a, path, &mut out),
         Command::Dump(a) => cairn_cli::dump::run(a, path, &mut out),
@@ -87,6 +116,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Check(a) => cairn_cli::check::run(a, path, &mut out, &mut err),
         Command::Readers(a) => cairn_cli::readers::run(a, path, &mut out),
         Command::Drop(a) => cairn_cli::drop::run(a, path),
+        Command::Migrate(_) => unreachable!("dispatched above"),
     };
     out.flush().map_err(|source| CliError::Io {
         what: "writing the output".into(),

@@ -164,7 +164,9 @@ pub(crate) fn map(e: cairn::Error) -> PyErr {
                 DiskError::new_err(msg)
             }
         }
-        E::NotCairn { .. } => InvalidError::new_err(msg),
+        E::NotCairn { .. } | E::LmdbFile { .. } | E::MigrateFailed { .. } => {
+            InvalidError::new_err(msg)
+        }
         E::VersionMismatch { .. } => VersionMismatchError::new_err(msg),
         E::Corrupted { .. } => CorruptedError::new_err(msg),
         E::KeyExists | E::AppendOrder => KeyExistsError::new_err(msg),

@@ -482,3 +482,63 @@ def test_copy_from_txn_while_another_thread_uses_it(tmp_path):
         t.abort()
         with cairn.open(str(dest), readonly=True) as c:
             assert c.stat()["entries"] == 100000
+
+
+def test_an_lmdb_environment_is_refused_naming_cairn_migrate(tmp_path):
+    # The first page of LMDB's data file: a meta page (flags 0x08) with LMDB's magic.
+    head = bytearray(8192)
+    head[10:12] = (0x08).to_bytes(2, "little")
+    head[16:20] = (0xBEEFC0DE).to_bytes(4, "little")
+    head[20:24] = (1).to_bytes(4, "little")
+    (tmp_path / "data.mdb").write_bytes(bytes(head))
+    with pytest.raises(cairn.InvalidError) as e:
+        cairn.open(str(tmp_path))
+    assert "cairn migrate" in str(e.value)
+    assert not (tmp_path / "lock.mdb").exists()
+
+
+def _real_lmdb_env(path):
+    """An environment written by py-lmdb itself (the venv has it; skipped without it)."""
+    lmdb = pytest.importorskip("lmdb")
+    e = lmdb.open(str(path), max_dbs=4)
+    d = e.open_db(b"dups", dupsort=True)
+    with e.begin(write=True) as t:
+        t.put(b"a", b"1")
+        t.put(b"big", b"x" * 10000)
+        for i in range(600):
+            t.put(b"k", b"%05d" % i, db=d)
+    e.close()
+
+
+def _check_migrated(e):
+    with e.begin() as t:
+        assert t.get(b"a") == b"1" and t.get(b"big") == b"x" * 10000
+        d = e.open_db(b"dups", txn=t, create=False)
+        c = t.cursor(d)
+        assert c.set_key(b"k") and c.count() == 600
+
+
+def test_migrate_lmdb_keyword_converts_in_place(tmp_path):
+    p = tmp_path / "db"
+    _real_lmdb_env(p)
+    e = cairn.open(str(p), max_dbs=4, migrate_lmdb=True)
+    _check_migrated(e)
+    e.close()
+    assert (p / "data.mdb.lmdb-backup").exists()
+    # Opened again without the keyword: it is Cairn's now.
+    e = cairn.open(str(p), max_dbs=4)
+    _check_migrated(e)
+    e.close()
+
+
+def test_cairn_migrate_on_open_environment_variable(tmp_path):
+    import subprocess
+    import sys
+    p = tmp_path / "db"
+    _real_lmdb_env(p)
+    code = "import cairn; e = cairn.open(%r, max_dbs=4); print(e.stat()['entries'])" % str(p)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ, CAIRN_MIGRATE_ON_OPEN="1"))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "3"
+    assert (p / "data.mdb.lmdb-backup").exists()

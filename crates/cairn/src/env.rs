@@ -27,6 +27,38 @@ impl EnvOptions {
         }
         let (data, lock) = self.files(path);
         check_options(&self)?;
+        // LMDB's own file: refused before anything is created or opened for writing (its lock
+        // file may be in use by LMDB processes).
+        // LMDB's names only (data.mdb, or the file itself with no_subdir): LMDB's contents
+        // under Cairn's own name, data.cairn, are just not Cairn's (NotCairn below).
+        let lmdb_named = !self.subdir(path) || data.file_name().is_some_and(|n| n == "data.mdb");
+        if lmdb_named
+            && is_lmdb_file(&data)
+            && !self.read_only
+            && (self.migrate_lmdb || crate::migrate::on_open_from_env())
+        {
+            let opts = crate::migrate::MigrateOptions {
+                backup: true,
+                no_subdir: Some(!self.subdir(path)),
+            };
+            crate::migrate::migrate_lmdb(path, opts, &mut |_, _| {}).map_err(|e| {
+                Error::MigrateFailed {
+                    path: path.display().to_string(),
+                    what: e.to_string(),
+                }
+            })?;
+        }
+        if lmdb_named && is_lmdb_file(&data) {
+            let dir = if self.subdir(path) {
+                path.display().to_string()
+            } else {
+                format!("-n {}", path.display())
+            };
+            return Err(Error::LmdbFile {
+                path: data.display().to_string(),
+                dir,
+            });
+        }
         let file = OpenOptions::new()
             .read(true)
             .write(!self.read_only)
@@ -70,6 +102,23 @@ impl EnvOptions {
         Arc::get_mut(&mut env.inner).expect("fresh").path = Some(path.to_path_buf());
         Ok(env)
     }
+}
+
+/// Whether `data` starts with an LMDB meta page: the meta flag in the page header and LMDB's
+/// magic (0xBEEFC0DE, in either byte order) after it.
+fn is_lmdb_file(data: &Path) -> bool {
+    use std::os::unix::fs::FileExt;
+    let Ok(f) = std::fs::File::open(data) else {
+        return false;
+    };
+    let mut head = [0u8; 20];
+    if f.read_exact_at(&mut head, 0).is_err() {
+        return false;
+    }
+    let flags = u16::from_le_bytes([head[10], head[11]]);
+    let magic = u32::from_le_bytes([head[16], head[17], head[18], head[19]]);
+    (magic == 0xBEEF_C0DE && flags & 0x08 != 0)
+        || (magic == 0xBEEF_C0DE_u32.swap_bytes() && flags.swap_bytes() & 0x08 != 0)
 }
 
 /// How the reader table and locks are set up.

@@ -22,6 +22,25 @@ pub enum Error {
         /// The file that was opened.
         path: String,
     },
+    /// The file is LMDB's own data file (LMDB's meta page at its start): Cairn reads it only
+    /// to convert it, with `cairn migrate`. Nothing was created or changed (not even the lock
+    /// file, which an LMDB process may be using).
+    #[error("{path}: an LMDB environment's data file, which Cairn does not open in place: convert it once with `cairn migrate {dir}` (docs/compat.md, \"Coming from LMDB\")")]
+    LmdbFile {
+        /// The data file.
+        path: String,
+        /// The environment's path as `cairn migrate` takes it.
+        dir: String,
+    },
+    /// Migrating an LMDB environment at open ([`crate::EnvOptions::migrate_lmdb`]) failed; the
+    /// LMDB environment is unchanged.
+    #[error("{path}: migrating the LMDB environment failed, it is unchanged: {what}")]
+    MigrateFailed {
+        /// The environment.
+        path: String,
+        /// Why.
+        what: String,
+    },
     /// The file is a Cairn database of a format this build does not read.
     #[error("unsupported file format version {found} (this build reads version {supported})")]
     VersionMismatch {
@@ -181,6 +200,14 @@ impl Error {
                 },
             },
             Error::NotCairn { path } => Error::NotCairn { path: path.clone() },
+            Error::LmdbFile { path, dir } => Error::LmdbFile {
+                path: path.clone(),
+                dir: dir.clone(),
+            },
+            Error::MigrateFailed { path, what } => Error::MigrateFailed {
+                path: path.clone(),
+                what: what.clone(),
+            },
             Error::VersionMismatch { found, supported } => Error::VersionMismatch {
                 found: *found,
                 supported: *supported,

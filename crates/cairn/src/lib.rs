@@ -42,7 +42,7 @@
 //! | 7 | `state` | The state an open environment shares: writer state, database registry, the `Env` handle |
 //! | 8 | `txn` | Read and write transactions, nested ones, sorted-duplicate operations, the commit |
 //! | 9 | `cursor` | Cursors and range iterators |
-//! | 10 | `check`, `inspect` | The checker; read-only views for operators' tools |
+//! | 10 | `check`, `inspect`, `migrate` | The checker; read-only views for operators' tools; converting an LMDB environment (with the `cairn-lmdb` reader) |
 //! | 11 | `env` | Opening an environment (creation, recovery) and the handle's methods |
 //! | 12 | `copy`, `group` | Hot copies (a compacted copy opens a second environment); group commit (unsafe: a queued closure's borrows) |
 #![warn(missing_docs)]
@@ -78,6 +78,7 @@ mod group;
 pub mod format;
 mod inspect;
 mod lock;
+pub mod migrate;
 mod options;
 #[allow(unsafe_code)]
 mod os;

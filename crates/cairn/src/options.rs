@@ -33,6 +33,7 @@ pub struct EnvOptions {
     pub(crate) no_lock: bool,
     pub(crate) group_max_writes: usize,
     pub(crate) group_max_time: std::time::Duration,
+    pub(crate) migrate_lmdb: bool,
 }
 
 /// The names of the two files in an environment's directory (when the path is a directory;
@@ -83,6 +84,7 @@ impl Default for EnvOptions {
             no_lock: false,
             group_max_writes: DEFAULT_GROUP_MAX_WRITES,
             group_max_time: DEFAULT_GROUP_MAX_TIME,
+            migrate_lmdb: false,
         }
     }
 }

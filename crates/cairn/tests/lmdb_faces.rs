@@ -146,3 +146,48 @@ fn closing_never_waits_for_the_writer() {
     let env = Env::open(dir.path()).unwrap();
     assert!(env.read_txn().unwrap().check().unwrap().is_ok());
 }
+
+/// The first bytes of an LMDB data file: a meta page (flags 0x08) with LMDB's magic.
+fn lmdb_head() -> Vec<u8> {
+    let mut b = vec![0u8; 8192];
+    b[10..12].copy_from_slice(&0x08u16.to_le_bytes());
+    b[16..20].copy_from_slice(&0xBEEF_C0DEu32.to_le_bytes());
+    b[20..24].copy_from_slice(&1u32.to_le_bytes());
+    b
+}
+
+#[test]
+fn an_lmdb_data_file_is_refused_untouched_naming_cairn_migrate() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    std::fs::write(p.join("data.mdb"), lmdb_head()).unwrap();
+    let lock = vec![7u8; 8192];
+    std::fs::write(p.join("lock.mdb"), &lock).unwrap();
+    for opts in [
+        Env::options().file_names(FileNames::Lmdb),
+        Env::options(),
+        Env::options().file_names(FileNames::Lmdb).read_only(true),
+    ] {
+        let e = opts.open(p).err().expect("refused");
+        assert!(matches!(e, cairn::Error::LmdbFile { .. }), "{e:?}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("cairn migrate") && msg.contains("data.mdb"),
+            "{msg}"
+        );
+    }
+    // Nothing created or changed: LMDB's lock file may be in use by LMDB processes.
+    assert_eq!(std::fs::read(p.join("lock.mdb")).unwrap(), lock);
+    assert_eq!(std::fs::read(p.join("data.mdb")).unwrap(), lmdb_head());
+    assert!(!p.join("data.cairn").exists() && !p.join("lock.cairn").exists());
+    // The NOSUBDIR layout too, with `-n` in the suggested command.
+    let f = p.join("single.mdb");
+    std::fs::write(&f, lmdb_head()).unwrap();
+    let e = Env::options()
+        .no_subdir(true)
+        .open(&f)
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("cairn migrate -n"), "{e}");
+    assert!(!p.join("single.mdb-lock").exists());
+}
