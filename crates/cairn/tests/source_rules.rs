@@ -40,10 +40,23 @@ fn read_map(lib: &str) -> BTreeMap<String, u32> {
 /// The crate root's re-exports (`pub use m::{A, B};`): item name to module.
 fn read_reexports(lib: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
+    // One statement per item, a `pub use m::{...};` spread over lines (as rustfmt wraps a
+    // long one) joined first.
+    let mut statements = Vec::new();
+    let mut open: Option<String> = None;
     for line in lib.lines() {
-        let Some(rest) = line.trim().strip_prefix("pub use ") else {
-            continue;
-        };
+        let t = line.trim();
+        match open.as_mut() {
+            Some(acc) => acc.push_str(t),
+            None if t.starts_with("pub use ") => open = Some(t.to_string()),
+            None => continue,
+        }
+        if t.ends_with(';') {
+            statements.extend(open.take());
+        }
+    }
+    for stmt in &statements {
+        let rest = stmt.strip_prefix("pub use ").expect("collected above");
         let rest = rest.trim_end_matches(';');
         let (module, items) = rest.split_once("::").expect("pub use m::...");
         for item in items.trim_matches(|c| c == '{' || c == '}').split(',') {
