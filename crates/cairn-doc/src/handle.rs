@@ -1,0 +1,138 @@
+//! The owning handle (one environment, one collection, a transaction per call) and the
+//! background index builder.
+//!
+//! Invariants:
+//! - Every write of a [`Handle`] goes through group commit ([`crate::write_grouped`]), so
+//!   concurrent callers share flushes and a failed call rolls back alone.
+//! - The builder holds the writer for one step at a time ([`Collection::build_step`] of at
+//!   most its batch of documents), so writers wait at most one step for it.
+
+use crate::{
+    write_grouped, Change, Collection, Doc, IndexInfo, IndexSpec, IndexState, Query, QueryPage,
+    Result, Retention,
+};
+use cairn::Env;
+use serde_json::Value;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// Documents per build step of [`Handle::build_index`] and [`spawn_build`] unless told.
+pub const DEFAULT_BUILD_BATCH: usize = 1_000;
+
+/// A collection together with the environment it lives in: each method runs in a
+/// transaction of its own (writes grouped with other threads' writes).
+#[derive(Clone)]
+pub struct Handle {
+    env: Arc<Env>,
+    coll: Collection,
+}
+
+impl Handle {
+    /// Opens (creating if needed) the collection `name` of `env`.
+    pub fn open(env: Arc<Env>, name: &str) -> Result<Handle> {
+        let coll = Collection::open(&env, name)?;
+        Ok(Handle { env, coll })
+    }
+
+    /// The environment.
+    pub fn env(&self) -> &Arc<Env> {
+        &self.env
+    }
+
+    /// The transaction-level collection, for writes that join other work.
+    pub fn collection(&self) -> &Collection {
+        &self.coll
+    }
+
+    /// [`Collection::put`], committed.
+    pub fn put(&self, id: &str, doc: &Value) -> Result<u64> {
+        write_grouped(&self.env, |t| self.coll.put(t, id, doc))
+    }
+
+    /// [`Collection::put_if`], committed.
+    pub fn put_if(&self, id: &str, doc: &Value, expected: Option<u64>) -> Result<u64> {
+        write_grouped(&self.env, |t| self.coll.put_if(t, id, doc, expected))
+    }
+
+    /// [`Collection::delete`], committed.
+    pub fn delete(&self, id: &str) -> Result<Option<u64>> {
+        write_grouped(&self.env, |t| self.coll.delete(t, id))
+    }
+
+    /// [`Collection::get`].
+    pub fn get(&self, id: &str) -> Result<Option<Doc>> {
+        self.coll.get(&self.env.read_txn()?, id)
+    }
+
+    /// [`Collection::query`].
+    pub fn query(&self, index: &str, q: &Query) -> Result<QueryPage> {
+        self.coll.query(&self.env.read_txn()?, index, q)
+    }
+
+    /// [`Collection::changes`].
+    pub fn changes(&self, since: u64, limit: usize) -> Result<Vec<Change>> {
+        self.coll.changes(&self.env.read_txn()?, since, limit)
+    }
+
+    /// [`Collection::set_retention`], committed.
+    pub fn set_retention(&self, r: Retention) -> Result<()> {
+        write_grouped(&self.env, |t| self.coll.set_retention(t, r))
+    }
+
+    /// [`Collection::declare_index`], committed (the build is not run: see
+    /// [`Handle::build_index`], [`spawn_build`]).
+    pub fn declare_index(&self, name: &str, spec: IndexSpec) -> Result<IndexState> {
+        write_grouped(&self.env, |t| self.coll.declare_index(t, name, spec))
+    }
+
+    /// [`Collection::drop_index`], committed.
+    pub fn drop_index(&self, name: &str) -> Result<bool> {
+        write_grouped(&self.env, |t| self.coll.drop_index(t, name))
+    }
+
+    /// [`Collection::index`].
+    pub fn index(&self, name: &str) -> Result<Option<IndexInfo>> {
+        self.coll.index(&self.env.read_txn()?, name)
+    }
+
+    /// [`Collection::indexes`].
+    pub fn indexes(&self) -> Result<Vec<IndexInfo>> {
+        self.coll.indexes(&self.env.read_txn()?)
+    }
+
+    /// One committed build step of `batch` documents.
+    pub fn build_step(&self, name: &str, batch: usize) -> Result<IndexState> {
+        write_grouped(&self.env, |t| self.coll.build_step(t, name, batch))
+    }
+
+    /// Runs build steps on this thread until the index is not Building; returns its state.
+    pub fn build_index(&self, name: &str, batch: usize) -> Result<IndexState> {
+        loop {
+            let s = self.build_step(name, batch)?;
+            if !matches!(s, IndexState::Building { .. }) {
+                return Ok(s);
+            }
+        }
+    }
+}
+
+/// Builds the index `name` of `handle`'s collection on a thread of its own, one committed
+/// step of `batch` documents at a time, and returns its final state (Ready, or Failed) when
+/// joined. `progress` sees the state after each step (for a progress bar or a log).
+pub fn spawn_build(
+    handle: Handle,
+    name: &str,
+    batch: usize,
+    mut progress: impl FnMut(&IndexState) + Send + 'static,
+) -> JoinHandle<Result<IndexState>> {
+    let name = name.to_string();
+    std::thread::spawn(move || loop {
+        let s = handle.build_step(&name, batch)?;
+        progress(&s);
+        if !matches!(s, IndexState::Building { .. }) {
+            return Ok(s);
+        }
+        // Let queued writers in between steps (they queue behind us in group commit).
+        std::thread::yield_now();
+    })
+}
