@@ -94,9 +94,10 @@ pub fn check_name(what: &str, name: &str) -> Result<()> {
     }
 }
 
-/// Longest document id in bytes: ids are keys of the documents database and values of every
-/// index's sorted-duplicates database, whose values Cairn bounds by its key size (511 bytes at
-/// the smallest page size this crate accepts); 255 leaves the rest to index keys' siblings.
+/// Longest document id in bytes. Ids are keys of the documents database and values of every
+/// index's sorted-duplicates database, both bounded by Cairn's key size (1,953 bytes at 4 KiB
+/// pages); ids are also carried in feed records, continuation tokens and (in the server)
+/// URLs, so they are held to a size that keeps those small.
 pub const MAX_ID_LEN: usize = 255;
 
 /// Checks a document id: non-empty UTF-8 of at most [`MAX_ID_LEN`] bytes.

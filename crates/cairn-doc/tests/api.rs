@@ -229,3 +229,38 @@ fn background_build_beside_writers() {
         Err(Error::NoIndex(_))
     ));
 }
+
+#[test]
+fn values_too_long_for_a_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::open(dir.path()).unwrap();
+    let c = Collection::open(&env, "c").unwrap();
+    let long = "x".repeat(env.max_key_size() + 1);
+    let mut w = env.write_txn().unwrap();
+    c.put(&mut w, "early", &json!({"s": long})).unwrap();
+    c.put(&mut w, "b", &json!({"s": "short"})).unwrap();
+    // Built over a document whose value is too long: the build fails and says why.
+    c.declare_index(&mut w, "s", IndexSpec::new("/s")).unwrap();
+    match c.build_step(&mut w, "s", 10).unwrap() {
+        IndexState::Failed { reason } => assert!(reason.contains("\"early\""), "{reason}"),
+        s => panic!("{s:?}"),
+    }
+    c.drop_index(&mut w, "s").unwrap();
+    c.delete(&mut w, "early").unwrap();
+    assert_eq!(
+        c.declare_index(&mut w, "s", IndexSpec::new("/s")).unwrap(),
+        IndexState::Building { done: 0, total: 1 }
+    );
+    assert_eq!(c.build_step(&mut w, "s", 10).unwrap(), IndexState::Ready);
+    // Maintained: the write is refused whole.
+    let e = c.put(&mut w, "late", &json!({"s": long})).unwrap_err();
+    assert!(matches!(e, Error::IndexValueTooLarge { .. }), "{e}");
+    assert!(c.get(&w, "late").unwrap().is_none());
+    let bad_id = "i".repeat(cairn_doc::key::MAX_ID_LEN + 1);
+    assert!(matches!(
+        c.put(&mut w, &bad_id, &json!(1)),
+        Err(Error::Invalid(_))
+    ));
+    w.commit().unwrap();
+    c.verify(&env.read_txn().unwrap()).unwrap();
+}
