@@ -18,6 +18,7 @@ use crate::{Error, ReadTxn, Result};
 use cairn::{Database, DbFlags, Env, PutFlags, RwTxn};
 use serde_json::Value;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 /// A collection of one environment: the handles of its databases. Cheap to clone; valid
 /// while the environment it was opened on stays open (reopen it with the environment).
@@ -27,6 +28,8 @@ pub struct Collection {
     pub(crate) docs: Database,
     pub(crate) meta: Database,
     pub(crate) feed: Database,
+    /// The index definitions last parsed (shared by clones).
+    pub(crate) defs: Arc<index::DefCache>,
 }
 
 /// A stored document.
@@ -64,6 +67,18 @@ pub(crate) fn decode_doc(id: &str, raw: &[u8]) -> Result<Doc> {
     })
 }
 
+/// The version in a stored document's header.
+fn doc_version(id: &str, raw: &[u8]) -> Result<u64> {
+    raw.get(..8)
+        .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes")))
+        .ok_or_else(|| {
+            Error::Inconsistent(format!(
+                "document {id:?}: stored value of {} bytes",
+                raw.len()
+            ))
+        })
+}
+
 impl Collection {
     /// Opens the collection `name` of `env`, creating its databases (in a write transaction
     /// of its own) if they do not exist yet. Do not call it while this thread holds a write
@@ -83,6 +98,7 @@ impl Collection {
                     docs,
                     meta,
                     feed,
+                    defs: Arc::default(),
                 });
             }
         }
@@ -101,6 +117,7 @@ impl Collection {
             docs: txn.create_db(Some(&key::docs_db(name)), DbFlags::CREATE)?,
             meta: txn.create_db(Some(&key::meta_db(name)), DbFlags::CREATE)?,
             feed: txn.create_db(Some(&key::feed_db(name)), DbFlags::CREATE)?,
+            defs: Arc::default(),
         })
     }
 
@@ -193,9 +210,18 @@ impl Collection {
         new: Option<&Value>,
         expected: Option<u64>,
     ) -> Result<Option<u64>> {
-        let old = self.get(txn, id)?;
+        let defs = index::load_all_cached(txn, self)?;
+        // The old version from the header; the old body parsed only if an index needs it.
+        let old: Option<(u64, Option<Value>)> = match txn.get(self.docs, id.as_bytes())? {
+            None => None,
+            Some(raw) if defs.iter().any(|d| d.maintained(id)) => {
+                let d = decode_doc(id, raw)?;
+                Some((d.version, Some(d.body)))
+            }
+            Some(raw) => Some((doc_version(id, raw)?, None)),
+        };
+        let found = old.as_ref().map_or(0, |o| o.0);
         if let Some(want) = expected {
-            let found = old.as_ref().map_or(0, |d| d.version);
             if found != want {
                 return Err(Error::VersionMismatch {
                     id: id.to_string(),
@@ -207,14 +233,13 @@ impl Collection {
         if new.is_none() && old.is_none() {
             return Ok(None);
         }
-        let version = old.as_ref().map_or(0, |d| d.version) + 1;
-        for def in index::load_all(txn, self.meta)? {
+        let version = found + 1;
+        let old_body = old.as_ref().and_then(|o| o.1.as_ref());
+        for def in defs.iter() {
             if !def.maintained(id) {
                 continue;
             }
-            let before = old
-                .as_ref()
-                .and_then(|d| key::encode_at(&d.body, &def.spec.path));
+            let before = old_body.and_then(|d| key::encode_at(d, &def.spec.path));
             let after = new.and_then(|d| key::encode_at(d, &def.spec.path));
             if before == after {
                 continue;
@@ -227,7 +252,7 @@ impl Collection {
                 txn.delete_pair(db, b, id.as_bytes())?;
             }
             if let Some(a) = &after {
-                add_entry(txn, db, &def, a, id)?;
+                add_entry(txn, db, def, a, id)?;
             }
         }
         let kind = if new.is_some() {

@@ -19,6 +19,7 @@ use crate::key;
 use crate::{Error, ReadTxn, Result};
 use cairn::{Database, DbFlags, PutFlags, RwTxn};
 use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
 
 const PREFIX: &[u8] = b"index/";
 
@@ -173,6 +174,44 @@ pub(crate) fn load_all(txn: &impl ReadTxn, meta: Database) -> Result<Vec<Def>> {
         e = c.next()?;
     }
     Ok(out)
+}
+
+/// The parsed definitions of a collection, kept with the catalog bytes they were parsed
+/// from: a write walks the catalog (in its own transaction, so it sees what that
+/// transaction sees) and reuses the parse when the bytes are the same, which they are but
+/// after a declare, drop or build step. A cache keyed by content cannot go stale.
+#[derive(Debug, Default)]
+pub(crate) struct DefCache(Mutex<Option<Parsed>>);
+
+/// The catalog bytes (length-prefixed keys and values) and what they parse to.
+type Parsed = (Vec<u8>, Arc<Vec<Def>>);
+
+/// [`load_all`] through the collection's cache.
+pub(crate) fn load_all_cached(txn: &impl ReadTxn, c: &Collection) -> Result<Arc<Vec<Def>>> {
+    let mut raw = Vec::new();
+    {
+        let mut cur = txn.cursor_raw(c.meta)?;
+        let mut e = cur.set_range(PREFIX)?;
+        while let Some((k, v)) = e {
+            if !k.starts_with(PREFIX) {
+                break;
+            }
+            for part in [k, v] {
+                raw.extend_from_slice(&(part.len() as u32).to_be_bytes());
+                raw.extend_from_slice(part);
+            }
+            e = cur.next()?;
+        }
+    }
+    let mut g = c.defs.0.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((bytes, defs)) = g.as_ref() {
+        if *bytes == raw {
+            return Ok(defs.clone());
+        }
+    }
+    let defs = Arc::new(load_all(txn, c.meta)?);
+    *g = Some((raw, defs.clone()));
+    Ok(defs)
 }
 
 fn load(txn: &impl ReadTxn, meta: Database, name: &str) -> Result<Option<Def>> {
