@@ -1,7 +1,7 @@
 //! A quick look at what indexes add to a write (not the benchmark, which is the
 //! server's load test): N puts of small documents, one transaction per 100 puts, lazy mode
 //! (no flush: the layer's own cost), with 0, 1 and 4 indexes; then a range query of 100
-//! documents. `cargo run -p cairn-doc --release --example write_cost [N [INDEXES]]`
+//! documents; the steps of an index built over the loaded collection. `cargo run -p cairn-doc --release --example write_cost [N [INDEXES]]`
 //! (under load, count instructions: `perf stat -e instructions:u` with one INDEXES value).
 
 use cairn::{Durability, Env};
@@ -62,6 +62,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             String::new()
         };
         println!("{k} indexes: {per:.2} us per put{q}");
+        drop(r);
+        if k == 0 {
+            // An index declared on the loaded collection, built in steps of the default
+            // batch: how long a writer may wait behind one step.
+            let mut w = env.write_txn()?;
+            c.declare_index(&mut w, "late", IndexSpec::new("/d"))?;
+            w.commit()?;
+            let (mut steps, mut worst, t) = (0, 0f64, Instant::now());
+            loop {
+                let s = Instant::now();
+                let mut w = env.write_txn()?;
+                let st = c.build_step(&mut w, "late", cairn_doc::DEFAULT_BUILD_BATCH)?;
+                w.commit()?;
+                worst = worst.max(s.elapsed().as_secs_f64() * 1e3);
+                steps += 1;
+                if st == cairn_doc::IndexState::Ready {
+                    break;
+                }
+            }
+            let all = t.elapsed().as_secs_f64() * 1e3;
+            println!(
+                "  build of {n} documents: {steps} steps, {all:.0} ms, worst step {worst:.1} ms"
+            );
+        }
     }
     Ok(())
 }

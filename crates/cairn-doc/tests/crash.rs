@@ -4,7 +4,9 @@
 //! unflushed write dropped, kept or torn per sector), reopens, and checks that the documents
 //! are the last acknowledged state or the one in flight, that every index and the feed agree
 //! with them (`Collection::verify`), that the interrupted builds resume and finish, and that
-//! queries then match a brute-force scan. `CAIRN_DOC_CRASHES` sets the number of cases
+//! queries then match a brute-force scan, and that the feed holds the acknowledged records
+//! exactly (plus the in-flight commit's, if it survived). One case in five is a process crash
+//! instead (every write kept). `CAIRN_DOC_CRASHES` sets the number of cases
 //! (default 1,000), `CAIRN_DOC_SEED` replays one.
 
 mod support;
@@ -46,6 +48,10 @@ fn run_case(seed: u64) {
     let mut model: Docs = BTreeMap::new();
     let mut acked = model.clone();
     let mut in_flight = None;
+    // The feed as read after the last acknowledged commit: the recovered feed must hold it
+    // exactly (nothing skipped, nothing repeated), plus the in-flight commit's records if
+    // that commit survived.
+    let mut acked_feed = Vec::new();
     let txns = 2 + rng.below(10);
     let crash_at = rng.below(txns + 1);
     for t in 0..txns {
@@ -92,7 +98,12 @@ fn run_case(seed: u64) {
                 sim.inject(Fault::SyncError, 0);
             }
             match w.commit() {
-                Ok(()) => acked = next,
+                Ok(()) => {
+                    acked = next;
+                    acked_feed = coll
+                        .changes(&env.read_txn().unwrap(), 0, usize::MAX)
+                        .unwrap();
+                }
                 Err(_) => in_flight = Some(next),
             }
             break;
@@ -100,11 +111,24 @@ fn run_case(seed: u64) {
         w.commit().unwrap();
         model = next;
         acked = model.clone();
+        acked_feed = coll
+            .changes(&env.read_txn().unwrap(), 0, usize::MAX)
+            .unwrap();
     }
-    let img = sim.crash_image(CrashMode::PowerLoss, &mut SimRng::new(seed ^ 0x5eed));
+    // Mostly power cuts; a process crash (every write kept) now and then.
+    let mode = if seed.is_multiple_of(5) {
+        CrashMode::ProcessCrash
+    } else {
+        CrashMode::PowerLoss
+    };
+    let img = sim.crash_image(mode, &mut SimRng::new(seed ^ 0x5eed));
     drop(coll);
     drop(env);
-    let sim2 = Arc::new(SimStorage::from_image(&img, 64 << 20).unwrap());
+    let mut sim2 = SimStorage::from_image(&img, 64 << 20).unwrap();
+    if mode == CrashMode::ProcessCrash {
+        sim2 = sim2.same_boot_as(&sim);
+    }
+    let sim2 = Arc::new(sim2);
     let env = Env::with_storage(sim2, opts())
         .unwrap_or_else(|e| panic!("seed {seed}: reopen failed: {e}"));
     let coll = Collection::open(&env, "c").unwrap();
@@ -115,6 +139,20 @@ fn run_case(seed: u64) {
     );
     coll.verify(&env.read_txn().unwrap())
         .unwrap_or_else(|e| panic!("seed {seed}: after the crash: {e}"));
+    let feed = coll
+        .changes(&env.read_txn().unwrap(), 0, usize::MAX)
+        .unwrap();
+    // The acknowledged records, exactly, then only the in-flight commit's if it survived
+    // (its documents may equal the acknowledged ones: a put and a delete of one new id).
+    assert!(
+        feed.len() >= acked_feed.len() && feed[..acked_feed.len()] == acked_feed[..],
+        "seed {seed}: the feed lost or rewrote acknowledged records"
+    );
+    if feed.len() > acked_feed.len() {
+        assert!(in_flight.is_some(), "seed {seed}: records of no commit");
+    } else if got != acked {
+        panic!("seed {seed}: the in-flight commit's documents without its records");
+    }
     // The builds cut short resume from their persisted cursors and finish.
     let names: Vec<_> = coll.indexes(&env.read_txn().unwrap()).unwrap();
     for info in &names {
