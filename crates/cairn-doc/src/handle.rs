@@ -4,6 +4,10 @@
 //! Invariants:
 //! - Every write of a [`Handle`] goes through group commit ([`crate::write_grouped`]), so
 //!   concurrent callers share flushes and a failed call rolls back alone.
+//! - A write through a handle bumps its clones' shared generation after it commits; a
+//!   waiter reads the generation before it reads the feed and sleeps only while it is
+//!   unchanged, so a write of this process is never missed between the read and the wait
+//!   (writes of other processes or handles are seen by the waiter's periodic re-read).
 //! - The builder holds the writer for one step at a time ([`Collection::build_step`] of at
 //!   most its batch of documents), so writers wait at most one step for it.
 
@@ -13,8 +17,9 @@ use crate::{
 };
 use cairn::Env;
 use serde_json::Value;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// Documents per build step of [`Handle::build_index`] and [`spawn_build`] unless told.
 pub const DEFAULT_BUILD_BATCH: usize = 1_000;
@@ -25,13 +30,49 @@ pub const DEFAULT_BUILD_BATCH: usize = 1_000;
 pub struct Handle {
     env: Arc<Env>,
     coll: Collection,
+    signal: Arc<Signal>,
 }
+
+/// Wakes feed waiters of one handle and its clones.
+#[derive(Default)]
+struct Signal {
+    generation: Mutex<u64>,
+    cv: Condvar,
+}
+
+impl Signal {
+    fn generation(&self) -> u64 {
+        *self.generation.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn bump(&self) {
+        *self.generation.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.cv.notify_all();
+    }
+
+    /// Sleeps until the generation moves past `seen` or `d` passes.
+    fn wait(&self, seen: u64, d: Duration) {
+        let g = self.generation.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = self
+            .cv
+            .wait_timeout_while(g, d, |g| *g == seen)
+            .unwrap_or_else(|p| p.into_inner());
+    }
+}
+
+/// How often a feed waiter re-reads the feed when nothing woke it: the bound on the lag of
+/// writes made through other handles or processes.
+pub const FEED_POLL: Duration = Duration::from_millis(50);
 
 impl Handle {
     /// Opens (creating if needed) the collection `name` of `env`.
     pub fn open(env: Arc<Env>, name: &str) -> Result<Handle> {
         let coll = Collection::open(&env, name)?;
-        Ok(Handle { env, coll })
+        Ok(Handle {
+            env,
+            coll,
+            signal: Arc::default(),
+        })
     }
 
     /// The environment.
@@ -46,17 +87,54 @@ impl Handle {
 
     /// [`Collection::put`], committed.
     pub fn put(&self, id: &str, doc: &Value) -> Result<u64> {
-        write_grouped(&self.env, |t| self.coll.put(t, id, doc))
+        self.wrote(write_grouped(&self.env, |t| self.coll.put(t, id, doc)))
     }
 
     /// [`Collection::put_if`], committed.
     pub fn put_if(&self, id: &str, doc: &Value, expected: Option<u64>) -> Result<u64> {
-        write_grouped(&self.env, |t| self.coll.put_if(t, id, doc, expected))
+        self.wrote(write_grouped(&self.env, |t| {
+            self.coll.put_if(t, id, doc, expected)
+        }))
     }
 
     /// [`Collection::delete`], committed.
     pub fn delete(&self, id: &str) -> Result<Option<u64>> {
-        write_grouped(&self.env, |t| self.coll.delete(t, id))
+        self.wrote(write_grouped(&self.env, |t| self.coll.delete(t, id)))
+    }
+
+    /// Wakes the feed waiters after a committed write.
+    fn wrote<T>(&self, r: Result<T>) -> Result<T> {
+        if r.is_ok() {
+            self.signal.bump();
+        }
+        r
+    }
+
+    /// Tells this handle's feed waiters that the collection was written by other means (a
+    /// transaction of the caller's own, through [`Handle::collection`]), after its commit.
+    pub fn notify(&self) {
+        self.signal.bump();
+    }
+
+    /// [`Collection::changes`], waiting up to `timeout` for the first change above `since`
+    /// if there is none yet (a long poll; an SSE stream calls it in a loop). Writes through
+    /// this handle or its clones wake it at once; others are seen within [`FEED_POLL`].
+    pub fn wait_changes(&self, since: u64, limit: usize, timeout: Duration) -> Result<Vec<Change>> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let seen = self.signal.generation();
+            let ch = self.changes(since, limit)?;
+            let now = Instant::now();
+            if !ch.is_empty() || now >= deadline {
+                return Ok(ch);
+            }
+            self.signal.wait(seen, FEED_POLL.min(deadline - now));
+        }
+    }
+
+    /// [`Collection::query_path`].
+    pub fn query_path(&self, path: &str, q: &Query) -> Result<QueryPage> {
+        self.coll.query_path(&self.env.read_txn()?, path, q)
     }
 
     /// [`Collection::get`].

@@ -50,7 +50,7 @@ mod query;
 
 pub use collection::{Collection, Doc};
 pub use feed::{Change, ChangeKind, Retention};
-pub use handle::{spawn_build, Handle, DEFAULT_BUILD_BATCH};
+pub use handle::{spawn_build, Handle, DEFAULT_BUILD_BATCH, FEED_POLL};
 pub use index::{IndexInfo, IndexSpec, IndexState};
 pub use query::{Query, QueryPage, Token};
 

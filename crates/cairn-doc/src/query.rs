@@ -214,6 +214,24 @@ fn last_in<'t>(c: &mut Cursor<'t>, hi: &Bound<Vec<u8>>) -> cairn::Result<Entry<'
 }
 
 impl Collection {
+    /// Runs `q` on an index declared on `path` (what the HTTP API's `where=PATH` names): a
+    /// Ready one if there is one (indexes of one path hold the same entries, so their tokens
+    /// are interchangeable); else the error of the first one ([`Error::IndexBuilding`],
+    /// [`Error::IndexFailed`]); [`Error::NoIndex`] if no index is declared on `path`.
+    pub fn query_path(&self, txn: &RoTxn<'_>, path: &str, q: &Query) -> Result<QueryPage> {
+        let on: Vec<_> = self
+            .indexes(txn)?
+            .into_iter()
+            .filter(|i| i.spec.path == path)
+            .collect();
+        let pick = on
+            .iter()
+            .find(|i| i.state == crate::IndexState::Ready)
+            .or(on.first())
+            .ok_or_else(|| Error::NoIndex(format!("(none on path {path:?})")))?;
+        self.query(txn, &pick.name, q)
+    }
+
     /// Runs `q` on the Ready index `index`. [`Error::IndexBuilding`] while it is built,
     /// [`Error::IndexFailed`] if its build failed, [`Error::NoIndex`] if there is none.
     pub fn query(&self, txn: &RoTxn<'_>, index: &str, q: &Query) -> Result<QueryPage> {

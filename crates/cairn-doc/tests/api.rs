@@ -156,6 +156,15 @@ fn queries_bounds_order_and_tokens() {
         .reverse(true)
         .after(Some(cairn_doc::Token::from_text(token.as_str())));
     assert!(ids(&c.query(&r, "v", &back).unwrap()).is_empty());
+    // By path, as the HTTP API names an index.
+    assert_eq!(
+        ids(&c.query_path(&r, "/v", &Query::eq(json!(2))).unwrap()),
+        ["bb", "c"]
+    );
+    assert!(matches!(
+        c.query_path(&r, "/w", &Query::all()),
+        Err(Error::NoIndex(_))
+    ));
     let bad = Query::all().after(Some(cairn_doc::Token::from_text("zz")));
     assert!(matches!(c.query(&r, "v", &bad), Err(Error::Invalid(_))));
 }

@@ -121,3 +121,45 @@ fn age_bound_trims_old_records() {
     assert_eq!(ch.len(), 1);
     assert_eq!((ch[0].seq, ch[0].id.as_str()), (6, "new"));
 }
+
+#[test]
+fn long_poll_wakes_on_a_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = Handle::open(Arc::new(Env::open(dir.path()).unwrap()), "c").unwrap();
+    h.put("a", &json!(1)).unwrap();
+    // Something there already: no wait.
+    assert_eq!(
+        h.wait_changes(0, 10, Duration::from_secs(5)).unwrap().len(),
+        1
+    );
+    // Nothing new: the timeout.
+    let t = std::time::Instant::now();
+    assert!(h
+        .wait_changes(1, 10, Duration::from_millis(120))
+        .unwrap()
+        .is_empty());
+    assert!(t.elapsed() >= Duration::from_millis(120));
+    // A write of a clone wakes the waiter long before its timeout.
+    let h2 = h.clone();
+    let writer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        h2.put("b", &json!(2)).unwrap();
+    });
+    let t = std::time::Instant::now();
+    let ch = h.wait_changes(1, 10, Duration::from_secs(20)).unwrap();
+    writer.join().unwrap();
+    assert_eq!((ch.len(), ch[0].id.as_str()), (1, "b"));
+    assert!(t.elapsed() < Duration::from_secs(10));
+    // A write the handle does not see (another collection handle) is found by the re-read.
+    let other = Collection::open(h.env(), "c").unwrap();
+    let env = h.env().clone();
+    let writer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(30));
+        let mut w = env.write_txn().unwrap();
+        other.put(&mut w, "c", &json!(3)).unwrap();
+        w.commit().unwrap();
+    });
+    let ch = h.wait_changes(2, 10, Duration::from_secs(20)).unwrap();
+    writer.join().unwrap();
+    assert_eq!(ch[0].id, "c");
+}
