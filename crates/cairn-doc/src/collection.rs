@@ -202,7 +202,7 @@ impl Collection {
     }
 
     /// The write path: `new` is the document to store, `None` to delete. Returns the version
-    /// written (None: a delete of nothing, or `expected` not met).
+    /// written (None: a delete of nothing); `expected` not met is `VersionMismatch`.
     fn write(
         &self,
         txn: &mut RwTxn<'_>,
