@@ -188,8 +188,8 @@ impl From<cairn::Error> for Error {
 /// This crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// A transaction that can read (a read or a write transaction). Sealed: implemented for
-/// `cairn::RoTxn` and `cairn::RwTxn` only.
+/// A transaction that can read: `cairn::RoTxn`, `cairn::RwTxn`, `cairn::Nested`, or a
+/// `&mut` to one. Sealed (implemented here only).
 pub trait ReadTxn: sealed::Sealed {
     #[doc(hidden)]
     fn get_raw(&self, db: Database, key: &[u8]) -> cairn::Result<Option<&[u8]>>;
@@ -203,6 +203,34 @@ mod sealed {
     pub trait Sealed {}
     impl Sealed for cairn::RoTxn<'_> {}
     impl Sealed for cairn::RwTxn<'_> {}
+    impl Sealed for cairn::Nested<'_, '_> {}
+    impl<T: Sealed + ?Sized> Sealed for &mut T {}
+}
+
+// So that `&w` reads, whether `w` is a transaction, a `&mut` to one (a group commit
+// closure's argument) or a nested transaction.
+impl<T: ReadTxn + ?Sized> ReadTxn for &mut T {
+    fn get_raw(&self, db: Database, key: &[u8]) -> cairn::Result<Option<&[u8]>> {
+        (**self).get_raw(db, key)
+    }
+    fn cursor_raw(&self, db: Database) -> cairn::Result<Cursor<'_>> {
+        (**self).cursor_raw(db)
+    }
+    fn stat_raw(&self, db: Database) -> cairn::Result<cairn::Stat> {
+        (**self).stat_raw(db)
+    }
+}
+
+impl ReadTxn for cairn::Nested<'_, '_> {
+    fn get_raw(&self, db: Database, key: &[u8]) -> cairn::Result<Option<&[u8]>> {
+        (**self).get_raw(db, key)
+    }
+    fn cursor_raw(&self, db: Database) -> cairn::Result<Cursor<'_>> {
+        (**self).cursor_raw(db)
+    }
+    fn stat_raw(&self, db: Database) -> cairn::Result<cairn::Stat> {
+        (**self).stat_raw(db)
+    }
 }
 
 impl ReadTxn for RoTxn<'_> {

@@ -1,9 +1,12 @@
 //! The model test: random puts, deletes, index declarations, drops and build steps, in
-//! transactions that commit or abort, compared after each with an in-memory model; queries
-//! by equality and range (both directions, paged through continuation tokens across read
-//! transactions) against a brute-force scan of the model; the change feed against the list
-//! of committed writes; the environment reopened now and then. `CAIRN_DOC_SEEDS` sets the
-//! number of seeds (default 16), `CAIRN_DOC_SEED` replays one.
+//! transactions that commit or abort (a quarter of them through group commit,
+//! `write_grouped`, where an abort is a failed closure), against an in-memory model. Every
+//! ten transactions and at each reopen of the environment: documents and versions, the
+//! change feed against the list of committed writes, the index catalog, `verify`, and
+//! queries by equality and range (both directions, paged through continuation tokens across
+//! read transactions) against a brute-force scan of the model. Odd seeds run in lazy mode,
+//! even ones durable. `CAIRN_DOC_SEEDS` sets the number of seeds (default 16),
+//! `CAIRN_DOC_SEED` replays one.
 
 mod support;
 
@@ -130,99 +133,131 @@ fn check(env: &Env, coll: &Collection, m: &Model, rng: &mut Rng, seed: u64) {
     }
 }
 
-fn run(seed: u64, dir: &std::path::Path) {
-    let mut rng = Rng::new(seed);
-    let mut env = Env::open(dir).unwrap();
-    let mut coll = Collection::open(&env, "things").unwrap();
-    let mut m = Model::default();
-    for round in 0..200 {
-        let mut w = env.write_txn().unwrap();
-        let mut next = m.clone();
-        for _ in 0..1 + rng.below(6) {
-            let id = format!("d{:02}", rng.below(50));
-            match rng.below(20) {
-                0..=9 => {
-                    let doc = random_doc(&mut rng);
-                    match coll.put(&mut w, &id, &doc) {
-                        Ok(v) => {
-                            let want = next.docs.get(&id).map_or(1, |d| d.0 + 1);
-                            assert_eq!(v, want, "seed {seed}: version");
-                            if let Some(IndexState::Ready) =
-                                coll.index(&w, "uk").unwrap().map(|i| i.state)
-                            {
-                                assert!(!next.collides(&id, "/k", &doc), "seed {seed}: unique");
-                            }
-                            next.docs.insert(id.clone(), (v, doc));
-                            next.feed.push((id, ChangeKind::Put, v));
-                        }
-                        Err(Error::UniqueViolation { index, .. }) => {
-                            assert_eq!(index, "uk");
-                            assert!(
-                                next.collides(&id, "/k", &doc),
-                                "seed {seed}: false violation"
-                            );
-                            count(1);
-                        }
-                        Err(e) => panic!("seed {seed}: put: {e}"),
-                    }
-                }
-                10..=12 => {
-                    let v = coll.delete(&mut w, &id).unwrap();
-                    let want = next.docs.remove(&id).map(|d| d.0 + 1);
-                    assert_eq!(v, want, "seed {seed}: delete version");
-                    if let Some(v) = v {
-                        next.feed.push((id, ChangeKind::Delete, v));
-                    }
-                }
-                13 | 14 => {
-                    let (name, path, unique) = *rng.pick(&INDEXES);
-                    let spec = IndexSpec {
-                        path: path.into(),
-                        unique,
-                    };
-                    coll.declare_index(&mut w, name, spec).unwrap();
-                    next.indexes.insert(name.into(), (path.into(), unique));
-                }
-                15 => {
-                    let (name, ..) = *rng.pick(&INDEXES);
-                    let had = coll.drop_index(&mut w, name).unwrap();
-                    assert_eq!(had, next.indexes.remove(name).is_some(), "seed {seed}");
-                }
-                _ => {
-                    let (name, path, _) = *rng.pick(&INDEXES);
-                    if !next.indexes.contains_key(name) {
-                        continue;
-                    }
-                    let batch = 1 + rng.below(8) as usize;
-                    let before = coll.index(&w, name).unwrap().unwrap().state;
-                    match coll.build_step(&mut w, name, batch).unwrap() {
-                        IndexState::Failed { .. }
-                            if before != IndexState::Ready
-                                && !matches!(before, IndexState::Failed { .. }) =>
+/// One transaction's operations, applied to `w` and to the model `next`.
+fn ops(w: &mut cairn::RwTxn<'_>, coll: &Collection, next: &mut Model, rng: &mut Rng, seed: u64) {
+    for _ in 0..1 + rng.below(6) {
+        let id = format!("d{:02}", rng.below(50));
+        match rng.below(20) {
+            0..=9 => {
+                let doc = random_doc(rng);
+                match coll.put(w, &id, &doc) {
+                    Ok(v) => {
+                        let want = next.docs.get(&id).map_or(1, |d| d.0 + 1);
+                        assert_eq!(v, want, "seed {seed}: version");
+                        if let Some(IndexState::Ready) =
+                            coll.index(w, "uk").unwrap().map(|i| i.state)
                         {
-                            assert!(next.has_duplicates(path), "seed {seed}: false failure");
-                            count(3);
+                            assert!(!next.collides(&id, "/k", &doc), "seed {seed}: unique");
                         }
-                        IndexState::Ready => {
-                            if name == "uk" {
-                                assert!(
-                                    !next.has_duplicates(path),
-                                    "seed {seed}: missed duplicate"
-                                );
-                            }
-                            if matches!(before, IndexState::Building { .. }) {
-                                count(2);
-                            }
-                        }
-                        _ => {}
+                        next.docs.insert(id.clone(), (v, doc));
+                        next.feed.push((id, ChangeKind::Put, v));
                     }
+                    Err(Error::UniqueViolation { index, .. }) => {
+                        assert_eq!(index, "uk");
+                        assert!(
+                            next.collides(&id, "/k", &doc),
+                            "seed {seed}: false violation"
+                        );
+                        count(1);
+                    }
+                    Err(e) => panic!("seed {seed}: put: {e}"),
+                }
+            }
+            10..=12 => {
+                let v = coll.delete(w, &id).unwrap();
+                let want = next.docs.remove(&id).map(|d| d.0 + 1);
+                assert_eq!(v, want, "seed {seed}: delete version");
+                if let Some(v) = v {
+                    next.feed.push((id, ChangeKind::Delete, v));
+                }
+            }
+            13 | 14 => {
+                let (name, path, unique) = *rng.pick(&INDEXES);
+                let spec = IndexSpec {
+                    path: path.into(),
+                    unique,
+                };
+                coll.declare_index(w, name, spec).unwrap();
+                next.indexes.insert(name.into(), (path.into(), unique));
+            }
+            15 => {
+                let (name, ..) = *rng.pick(&INDEXES);
+                let had = coll.drop_index(w, name).unwrap();
+                assert_eq!(had, next.indexes.remove(name).is_some(), "seed {seed}");
+            }
+            _ => {
+                let (name, path, _) = *rng.pick(&INDEXES);
+                if !next.indexes.contains_key(name) {
+                    continue;
+                }
+                let batch = 1 + rng.below(8) as usize;
+                let before = coll.index(w, name).unwrap().unwrap().state;
+                match coll.build_step(w, name, batch).unwrap() {
+                    IndexState::Failed { .. }
+                        if before != IndexState::Ready
+                            && !matches!(before, IndexState::Failed { .. }) =>
+                    {
+                        assert!(next.has_duplicates(path), "seed {seed}: false failure");
+                        count(3);
+                    }
+                    IndexState::Ready => {
+                        if name == "uk" {
+                            assert!(!next.has_duplicates(path), "seed {seed}: missed duplicate");
+                        }
+                        if matches!(before, IndexState::Building { .. }) {
+                            count(2);
+                        }
+                    }
+                    _ => {}
                 }
             }
         }
-        if rng.below(8) == 0 {
-            w.abort();
+    }
+}
+
+fn run(seed: u64, dir: &std::path::Path) {
+    let mut rng = Rng::new(seed);
+    // Odd seeds in lazy mode (no flush per commit, pages written in place; a reopen after a
+    // clean close must still see everything), even ones durable.
+    let open = || {
+        let d = if seed % 2 == 1 {
+            cairn::Durability::Lazy
         } else {
-            w.commit().unwrap();
+            cairn::Durability::Durable
+        };
+        Env::options().durability(d).open(dir).unwrap()
+    };
+    let mut env = open();
+    let mut coll = Collection::open(&env, "things").unwrap();
+    let mut m = Model::default();
+    for round in 0..200 {
+        let mut next = m.clone();
+        let grouped = rng.below(4) == 0;
+        let abort = rng.below(8) == 0;
+        if grouped {
+            // Through group commit: an aborted round is a closure returning an error, which
+            // rolls back alone (this crate's nested writes inside the group's own frame).
+            let mut r2 = Rng(rng.next());
+            let (c, n2) = (&coll, &mut next);
+            let r = cairn_doc::write_grouped(&env, |w| {
+                ops(w, c, n2, &mut r2, seed);
+                if abort {
+                    Err(Error::Invalid("abort".into()))
+                } else {
+                    Ok(())
+                }
+            });
+            assert_eq!(r.is_ok(), !abort, "seed {seed}: grouped round");
+        } else {
+            let mut w = env.write_txn().unwrap();
+            ops(&mut w, &coll, &mut next, &mut rng, seed);
+            if abort {
+                w.abort();
+            } else {
+                w.commit().unwrap();
+            }
+        }
+        if !abort {
             m = next;
         }
         if round % 10 == 9 {
@@ -231,7 +266,7 @@ fn run(seed: u64, dir: &std::path::Path) {
         if rng.below(25) == 0 {
             drop(coll);
             drop(env);
-            env = Env::open(dir).unwrap();
+            env = open();
             coll = Collection::open(&env, "things").unwrap();
             check(&env, &coll, &m, &mut rng, seed);
             count(4);
