@@ -183,6 +183,23 @@ impl Handle {
         write_grouped(&self.env, |t| self.coll.build_step(t, name, batch))
     }
 
+    /// Starts a builder thread ([`spawn_build`]) for every index left Building (after a
+    /// restart or a crash, nothing builds by itself); returns them with the index names.
+    pub fn resume_builds(
+        &self,
+        batch: usize,
+    ) -> Result<Vec<(String, JoinHandle<Result<IndexState>>)>> {
+        Ok(self
+            .indexes()?
+            .into_iter()
+            .filter(|i| matches!(i.state, IndexState::Building { .. }))
+            .map(|i| {
+                let j = spawn_build(self.clone(), &i.name, batch, |_| {});
+                (i.name, j)
+            })
+            .collect())
+    }
+
     /// Runs build steps on this thread until the index is not Building; returns its state.
     pub fn build_index(&self, name: &str, batch: usize) -> Result<IndexState> {
         loop {
@@ -196,7 +213,8 @@ impl Handle {
 
 /// Builds the index `name` of `handle`'s collection on a thread of its own, one committed
 /// step of `batch` documents at a time, and returns its final state (Ready, or Failed) when
-/// joined. `progress` sees the state after each step (for a progress bar or a log).
+/// joined. `progress` sees the state after each step (for a progress bar or a log). If the
+/// index is dropped meanwhile, the thread ends with [`crate::Error::NoIndex`].
 pub fn spawn_build(
     handle: Handle,
     name: &str,

@@ -231,7 +231,20 @@ fn background_build_beside_writers() {
         h.declare_index("g", IndexSpec::new("/other")),
         Err(Error::IndexExists(_))
     ));
+    // A build left half-done (as by a restart) is resumed by resume_builds.
+    h.declare_index("g2", IndexSpec::new("/g")).unwrap();
+    h.build_step("g2", 1000).unwrap();
+    let resumed = h.resume_builds(700).unwrap();
+    assert_eq!(resumed.len(), 1);
+    for (name, j) in resumed {
+        assert_eq!(
+            (name.as_str(), j.join().unwrap().unwrap()),
+            ("g2", IndexState::Ready)
+        );
+    }
+    c.verify(&env.read_txn().unwrap()).unwrap();
     assert!(h.drop_index("g").unwrap());
+    assert!(h.drop_index("g2").unwrap());
     assert!(h.indexes().unwrap().is_empty());
     assert!(matches!(
         h.query("g", &Query::all()),
