@@ -56,7 +56,10 @@ pub(crate) mod storage {
     };
 }
 
-/// openraft's storage conformance suite, for this crate's tests.
+/// openraft's storage traits and conformance suite, for tests that drive the storage
+/// directly as openraft would.
 pub mod testing {
-    pub use openraft::testing::{StoreBuilder, Suite};
+    pub use openraft::storage::{RaftLogStorage, RaftLogStorageExt, RaftStateMachine};
+    pub use openraft::testing::{log_id, StoreBuilder, Suite};
+    pub use openraft::{RaftLogReader, RaftSnapshotBuilder};
 }

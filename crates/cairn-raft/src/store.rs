@@ -73,8 +73,10 @@ pub struct Shared {
 /// The options every environment of a node is opened with.
 pub(crate) fn env_options() -> cairn::EnvOptions {
     // Durable commits: an append or an apply is acknowledged only once flushed. More handles
-    // than the default 128, since every client database takes one.
-    Env::options().max_dbs(4096)
+    // than the default 128, since every client database takes one. The page size is pinned:
+    // it sets the largest key, and a batch refused for its key size must be refused on every
+    // replica alike (sm.rs).
+    Env::options().max_dbs(4096).page_size(4096)
 }
 
 impl Shared {

@@ -1,0 +1,150 @@
+//! Cairn-Raft's own promises beyond openraft's suite: applied state survives a reopen (the
+//! applied id and the data in one commit), refused batches change nothing, and installing a
+//! snapshot replaces the data but keeps the node's log and vote (docs/replication.md).
+
+use cairn_raft::raft::testing::{
+    log_id, RaftLogReader, RaftLogStorage, RaftLogStorageExt, RaftSnapshotBuilder, RaftStateMachine,
+};
+use cairn_raft::raft::{Entry, EntryPayload, Vote};
+use cairn_raft::{Op, Request, Storage};
+
+fn normal(term: u64, index: u64, ops: Vec<Op>) -> Entry {
+    Entry {
+        log_id: log_id(term, 1, index),
+        payload: EntryPayload::Normal(Request::Write(ops)),
+    }
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Runtime::new().expect("a runtime")
+}
+
+#[test]
+fn applied_state_and_data_survive_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("n");
+    rt().block_on(async {
+        let s = Storage::open(&path).unwrap();
+        let mut sm = s.state_machine();
+        let r = sm
+            .apply([
+                normal(
+                    1,
+                    1,
+                    vec![Op::put("users", "ann", "1"), Op::put("users", "bob", "2")],
+                ),
+                normal(
+                    1,
+                    2,
+                    vec![Op::delete("users", "ann"), Op::put("tags", "x", "y")],
+                ),
+                // Refused: a reserved database; the whole batch changes nothing.
+                normal(
+                    1,
+                    3,
+                    vec![Op::put("users", "eve", "3"), Op::put("raft.log", "k", "v")],
+                ),
+                // Refused by Cairn (a key past its limit): nothing of it stays either.
+                normal(
+                    1,
+                    4,
+                    vec![
+                        Op::put("users", "fay", "4"),
+                        Op::put("users", vec![b'k'; 5000], "v"),
+                    ],
+                ),
+                // Deleting from a database never written deletes nothing.
+                normal(1, 5, vec![Op::delete("nowhere", "k")]),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(r[0].error, None);
+        assert_eq!(r[1].error, None);
+        assert!(r[2].error.as_deref().unwrap().contains("reserved"), "{r:?}");
+        assert!(r[3].error.is_some(), "{r:?}");
+        assert_eq!(r[4].error, None);
+    });
+    let s = Storage::open(&path).unwrap();
+    assert_eq!(s.applied().unwrap(), Some(log_id(1, 1, 5)));
+    assert_eq!(s.get("users", b"ann").unwrap(), None);
+    assert_eq!(s.get("users", b"bob").unwrap(), Some(b"2".to_vec()));
+    assert_eq!(s.get("users", b"eve").unwrap(), None);
+    assert_eq!(s.get("users", b"fay").unwrap(), None);
+    assert_eq!(s.get("tags", b"x").unwrap(), Some(b"y".to_vec()));
+    assert_eq!(s.get("nowhere", b"k").unwrap(), None);
+}
+
+#[test]
+fn install_keeps_log_and_vote() {
+    let dir = tempfile::tempdir().unwrap();
+    rt().block_on(async {
+        // The leader: data, a log and a vote of its own.
+        let a = Storage::open(&dir.path().join("a")).unwrap();
+        let mut a_log = a.log_store();
+        a_log.save_vote(&Vote::new(7, 1)).await.unwrap();
+        let batch: Vec<Op> = (0..1000u32)
+            .map(|i| Op::put("kv", i.to_be_bytes(), vec![b'v'; 100]))
+            .collect();
+        a_log
+            .blocking_append([normal(7, 1, batch.clone())])
+            .await
+            .unwrap();
+        let mut a_sm = a.state_machine();
+        a_sm.apply([normal(7, 1, batch)]).await.unwrap();
+        let snap = a_sm
+            .get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .unwrap();
+        assert_eq!(snap.meta.last_log_id, Some(log_id(7, 1, 1)));
+
+        // The follower: a vote and a log of its own, and data the snapshot replaces.
+        let bp = dir.path().join("b");
+        let b = Storage::open(&bp).unwrap();
+        let mut b_log = b.log_store();
+        b_log.save_vote(&Vote::new(8, 3)).await.unwrap();
+        b_log
+            .blocking_append([normal(2, 1, vec![]), normal(2, 2, vec![])])
+            .await
+            .unwrap();
+        let mut b_sm = b.state_machine();
+        b_sm.apply([normal(2, 1, vec![Op::put("old", "k", "v")])])
+            .await
+            .unwrap();
+        let old_env = std::fs::read_to_string(bp.join("CURRENT")).unwrap();
+
+        let cur = a_sm.get_current_snapshot().await.unwrap().unwrap();
+        b_sm.install_snapshot(&cur.meta, cur.snapshot)
+            .await
+            .unwrap();
+
+        assert_eq!(b.applied().unwrap(), Some(log_id(7, 1, 1)));
+        assert_eq!(
+            b.get("kv", &5u32.to_be_bytes()).unwrap(),
+            Some(vec![b'v'; 100])
+        );
+        assert_eq!(b.get("old", b"k").unwrap(), None);
+        assert_eq!(b_log.read_vote().await.unwrap(), Some(Vote::new(8, 3)));
+        let ids: Vec<_> = b_log.try_get_log_entries(0..).await.unwrap();
+        assert_eq!(
+            ids.iter().map(|e| e.log_id).collect::<Vec<_>>(),
+            vec![log_id(2, 1, 1), log_id(2, 1, 2)]
+        );
+        let new_env = std::fs::read_to_string(bp.join("CURRENT")).unwrap();
+        assert_ne!(old_env, new_env);
+        assert!(
+            !bp.join(old_env).exists(),
+            "the retired environment is deleted"
+        );
+        let got = b_sm.get_current_snapshot().await.unwrap().unwrap();
+        assert_eq!(got.meta, cur.meta);
+    });
+    // After a restart the installed environment is the live one.
+    let b = Storage::open(&dir.path().join("b")).unwrap();
+    assert_eq!(b.applied().unwrap(), Some(log_id(7, 1, 1)));
+    assert_eq!(
+        b.get("kv", &999u32.to_be_bytes()).unwrap(),
+        Some(vec![b'v'; 100])
+    );
+}
