@@ -28,6 +28,8 @@
 #![allow(clippy::result_large_err)]
 
 mod log;
+pub mod memnet;
+mod node;
 pub mod raft;
 mod sm;
 mod snapshot;
@@ -35,6 +37,7 @@ mod store;
 mod types;
 
 pub use log::LogStore;
+pub use node::{Node, Written};
 pub use sm::StateMachine;
 pub use snapshot::SnapshotBuilder;
 pub use types::{Op, Request, Response, FORMAT, RESERVED_PREFIX};
@@ -42,13 +45,33 @@ pub use types::{Op, Request, Response, FORMAT, RESERVED_PREFIX};
 use std::path::Path;
 use std::sync::Arc;
 
-/// An error of Cairn-Raft's own calls (opening a node's storage, local reads).
+/// An error of Cairn-Raft's own calls (opening a node's storage, reads, writes).
 #[derive(Debug)]
-pub struct Error(openraft::AnyError);
+pub struct Error {
+    inner: openraft::AnyError,
+    leader: Option<raft::NodeId>,
+}
+
+impl Error {
+    /// For a write or a linearizable read refused by a node that is not the leader: the
+    /// leader it knows, to retry on.
+    pub fn leader(&self) -> Option<raft::NodeId> {
+        self.leader
+    }
+}
+
+impl From<openraft::AnyError> for Error {
+    fn from(inner: openraft::AnyError) -> Error {
+        Error {
+            inner,
+            leader: None,
+        }
+    }
+}
 
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
+        self.inner.fmt(f)
     }
 }
 
@@ -64,7 +87,7 @@ impl Storage {
     /// Opens (creating if needed) the node directory `dir`.
     pub fn open(dir: &Path) -> Result<Storage, Error> {
         Ok(Storage {
-            shared: store::open(dir).map_err(Error)?,
+            shared: store::open(dir).map_err(Error::from)?,
         })
     }
 
@@ -86,15 +109,15 @@ impl Storage {
     /// fresh as this replica (docs/replication.md, "What a client is promised").
     pub fn get(&self, db: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
         self.shared.with_env(|env| {
-            let r = env.read_txn().map_err(store::err).map_err(Error)?;
+            let r = env.read_txn().map_err(store::err).map_err(Error::from)?;
             let d = match r.open_db(Some(db)) {
                 Ok(d) => d,
                 Err(cairn::Error::DbNotFound { .. }) => return Ok(None),
-                Err(e) => return Err(Error(store::err(e))),
+                Err(e) => return Err(Error::from(store::err(e))),
             };
             Ok(r.get(d, key)
                 .map_err(store::err)
-                .map_err(Error)?
+                .map_err(Error::from)?
                 .map(<[u8]>::to_vec))
         })
     }
@@ -102,8 +125,8 @@ impl Storage {
     /// The last log id applied on this node.
     pub fn applied(&self) -> Result<Option<raft::LogId>, Error> {
         self.shared.with_env(|env| {
-            let r = env.read_txn().map_err(store::err).map_err(Error)?;
-            Ok(sm::read_applied(&r).map_err(Error)?.0)
+            let r = env.read_txn().map_err(store::err).map_err(Error::from)?;
+            Ok(sm::read_applied(&r).map_err(Error::from)?.0)
         })
     }
 }
