@@ -5,8 +5,9 @@
 //! receiving the snapshot (streamed in chunks, installed by the environment swap).
 
 use cairn_raft::memnet::MemRouter;
+use cairn_raft::raft::testing::RaftLogStorage;
 use cairn_raft::raft::{BasicNode, Config};
-use cairn_raft::{Node, Op};
+use cairn_raft::{Node, Op, Storage};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -29,38 +30,38 @@ fn key(i: u32) -> [u8; 4] {
     i.to_be_bytes()
 }
 
+/// Starts nodes 1..=n in `dir`, makes them a cluster, and waits until all know the leader.
+async fn cluster(dir: &std::path::Path, n: u64) -> (MemRouter, BTreeMap<u64, Node>, u64) {
+    let router = MemRouter::default();
+    let mut nodes = BTreeMap::new();
+    for id in 1..=n {
+        let node = Node::start(id, &dir.join(format!("n{id}")), config(), router.clone())
+            .await
+            .unwrap();
+        router.add(id, node.raft().clone());
+        nodes.insert(id, node);
+    }
+    let members: BTreeMap<_, _> = (1..=n).map(|id| (id, BasicNode::new(""))).collect();
+    nodes[&1].initialize(members).await.unwrap();
+    let leader_id = nodes[&1].wait_leader(WAIT).await.unwrap();
+    for node in nodes.values() {
+        assert_eq!(
+            node.wait_leader(WAIT).await.unwrap(),
+            leader_id,
+            "node {}",
+            node.id
+        );
+    }
+    (router, nodes, leader_id)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_nodes_elect_replicate_read_and_snapshot_a_learner() {
     let t = std::time::Instant::now();
     let dir = tempfile::tempdir().unwrap();
-    let router = MemRouter::default();
-    let mut nodes = BTreeMap::new();
-    for id in 1..=3u64 {
-        let n = Node::start(
-            id,
-            &dir.path().join(format!("n{id}")),
-            config(),
-            router.clone(),
-        )
-        .await
-        .unwrap();
-        router.add(id, n.raft().clone());
-        nodes.insert(id, n);
-    }
-    let members: BTreeMap<_, _> = (1..=3u64).map(|id| (id, BasicNode::new(""))).collect();
-    nodes[&1].initialize(members).await.unwrap();
-
-    let leader_id = nodes[&1].wait_leader(WAIT).await.unwrap();
+    let (router, nodes, leader_id) = cluster(dir.path(), 3).await;
     let leader = nodes[&leader_id].clone();
     let follower_id = (1..=3u64).find(|&i| i != leader_id).unwrap();
-    for n in nodes.values() {
-        assert_eq!(
-            n.wait_leader(WAIT).await.unwrap(),
-            leader_id,
-            "node {}",
-            n.id
-        );
-    }
 
     // 200 batches of 10 puts, each batch one entry, all through the leader.
     for b in 0..200u32 {
@@ -158,4 +159,60 @@ async fn three_nodes_elect_replicate_read_and_snapshot_a_learner() {
         n.shutdown().await.unwrap();
     }
     eprintln!("cluster test: {:.1} s", t.elapsed().as_secs_f64());
+}
+
+/// A follower cut off and stopped keeps its vote and log on disk; restarted from its
+/// directory, it catches up on what the other two committed meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stopped_follower_restarts_and_catches_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let (router, mut nodes, leader_id) = cluster(dir.path(), 3).await;
+    let leader = nodes[&leader_id].clone();
+    let f = (1..=3u64).find(|&i| i != leader_id).unwrap();
+    for i in 0..50u32 {
+        leader
+            .write(vec![Op::put("kv", key(i), "before")])
+            .await
+            .unwrap();
+    }
+    let term = nodes[&f].metrics().current_term;
+    router.remove(f);
+    let stopped = nodes.remove(&f).unwrap();
+    stopped.shutdown().await.unwrap();
+    drop(stopped);
+
+    // Two of three still commit.
+    let mut last = 0;
+    for i in 0..50u32 {
+        let w = leader
+            .write(vec![Op::put("kv", key(i), "after")])
+            .await
+            .unwrap();
+        last = w.index.unwrap();
+    }
+
+    let fdir = dir.path().join(format!("n{f}"));
+    let vote = Storage::open(&fdir)
+        .unwrap()
+        .log_store()
+        .read_vote()
+        .await
+        .unwrap()
+        .expect("a stored vote");
+    assert!(vote.leader_id.term >= term, "the vote survived the stop");
+    let back = Node::start(f, &fdir, config(), router.clone())
+        .await
+        .unwrap();
+    router.add(f, back.raft().clone());
+    back.wait_applied(last, WAIT).await.unwrap();
+    for i in 0..50u32 {
+        assert_eq!(
+            back.storage().get("kv", &key(i)).unwrap(),
+            Some(b"after".to_vec())
+        );
+    }
+    back.shutdown().await.unwrap();
+    for n in nodes.values() {
+        n.shutdown().await.unwrap();
+    }
 }
