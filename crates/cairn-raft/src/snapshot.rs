@@ -5,9 +5,13 @@
 //! Invariants:
 //! - A snapshot's metadata (last log id, membership) is read in the read transaction that
 //!   the copy is taken from, so it describes exactly the data the file holds.
-//! - `snapshot/current.json` names the current snapshot and is replaced by rename after its
-//!   data file is flushed; a file it no longer names is deleted only after the rename. The
-//!   snapshot mutex orders these replacements.
+//! - `raft.meta/snapshot` in the live environment names the current snapshot's file and holds
+//!   its metadata; it is written after the file is flushed, and a file it no longer names is
+//!   deleted only after that commit (at open, every file it does not name is). An install
+//!   writes it in the commit that carries the log over, so switching `CURRENT` switches the
+//!   data and the snapshot record together. The snapshot mutex orders these changes; a
+//!   snapshot built from an environment that an install replaced meanwhile (older than the
+//!   current one) is not recorded.
 //! - An install keeps this node's vote and log: the copy's `raft.log` and `raft.meta` (the
 //!   sender's) are emptied and this node's copied in, in one commit, before `CURRENT` is
 //!   switched; the handle is held exclusively from the copy of the log to the switch, so no
@@ -17,8 +21,8 @@ use crate::raft::storage::{RaftSnapshotBuilder, StorageIOError};
 use crate::raft::{Snapshot, SnapshotMeta, StorageError};
 use crate::sm::read_applied;
 use crate::store::{
-    db, env_options, err, msg, prepare, replace_file, sync_dir, CurrentSnapshot, Live, Res, Shared,
-    LOG_DB, META_DB,
+    db, env_options, err, msg, prepare, replace_file, sync_dir, write_snapshot_record,
+    CurrentSnapshot, Live, Res, Shared, LOG_DB, META_DB,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -33,17 +37,35 @@ fn snap_err(e: openraft::AnyError) -> StorageError {
     StorageIOError::write_snapshot(None, e).into()
 }
 
-/// Publishes `cur` as the current snapshot, deleting the file of the one it replaces.
-fn set_current(s: &Shared, cur: CurrentSnapshot) -> Res<()> {
+/// Records a built snapshot `cur` as the current one, deleting the file of the one it
+/// replaces; a snapshot older than the current one (built while an install replaced the
+/// environment) is not recorded.
+fn publish_built(s: &Shared, cur: CurrentSnapshot) -> Res<()> {
     let mut slot = s.snapshot.lock().unwrap_or_else(|p| p.into_inner());
-    let bytes = serde_json::to_vec_pretty(&cur).map_err(err)?;
-    replace_file(&s.snapshot_dir().join("current.json"), &bytes).map_err(err)?;
+    if slot
+        .as_ref()
+        .is_some_and(|c| c.meta.last_log_id > cur.meta.last_log_id)
+    {
+        // The caller holds the file open; it goes when the handle does.
+        let _ = std::fs::remove_file(s.snapshot_dir().join(&cur.file));
+        return Ok(());
+    }
+    s.with_env(|env| -> Res<()> {
+        let mut w = env.write_txn().map_err(err)?;
+        write_snapshot_record(&mut w, &cur)?;
+        w.commit().map_err(err)
+    })?;
+    replace_current(s, &mut slot, cur);
+    Ok(())
+}
+
+/// Puts `cur` in the snapshot slot and deletes the file of the snapshot it replaces.
+fn replace_current(s: &Shared, slot: &mut Option<CurrentSnapshot>, cur: CurrentSnapshot) {
     if let Some(old) = slot.replace(cur) {
         if Some(&old.file) != slot.as_ref().map(|c| &c.file) {
             let _ = std::fs::remove_file(s.snapshot_dir().join(old.file));
         }
     }
-    Ok(())
 }
 
 /// Copies the live environment into a new snapshot file; returns the snapshot, its data
@@ -71,7 +93,7 @@ fn build(s: &Shared) -> Res<(SnapshotMeta, std::fs::File)> {
         })
     })?;
     let f = std::fs::File::open(&path).map_err(err)?;
-    set_current(
+    publish_built(
         s,
         CurrentSnapshot {
             meta: meta.clone(),
@@ -155,8 +177,10 @@ pub(crate) async fn install(
     drop(data);
     let meta = meta.clone();
     s.blocking(move |s| {
-        let done =
-            swap_in(s, &path, &meta).and_then(|()| set_current(s, CurrentSnapshot { meta, file }));
+        let cur = CurrentSnapshot { meta, file };
+        let mut slot = s.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+        let done = swap_in(s, &path, &cur).map(|()| replace_current(s, &mut slot, cur));
+        drop(slot);
         for p in received {
             let _ = std::fs::remove_file(p);
         }
@@ -167,7 +191,8 @@ pub(crate) async fn install(
 
 /// Makes the snapshot file at `snap` the node's live environment, keeping the node's log and
 /// vote, and retires the old one.
-fn swap_in(s: &Shared, snap: &Path, meta: &SnapshotMeta) -> Res<()> {
+fn swap_in(s: &Shared, snap: &Path, cur: &CurrentSnapshot) -> Res<()> {
+    let meta = &cur.meta;
     let name = format!("env-{:020}", s.next_seq());
     let dir = s.dir.join(&name);
     std::fs::create_dir(&dir).map_err(err)?;
@@ -197,6 +222,7 @@ fn swap_in(s: &Shared, snap: &Path, meta: &SnapshotMeta) -> Res<()> {
                 w.put(to, k, v, cairn::PutFlags::APPEND).map_err(err)?;
             }
         }
+        write_snapshot_record(&mut w, cur)?;
         w.commit().map_err(err)?;
     }
     prepare(&env)?;

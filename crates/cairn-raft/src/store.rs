@@ -3,7 +3,8 @@
 //!
 //! Layout (docs/replication.md, "Where the log, the vote and the state live"):
 //! `NODE/CURRENT` names the live environment directory `NODE/env-NNNNNN/`; `NODE/snapshot/`
-//! holds the current snapshot's data file and `current.json`.
+//! holds the current snapshot's data file, which the live environment's `raft.meta/snapshot`
+//! names (with the snapshot's metadata).
 //!
 //! Invariants:
 //! - `CURRENT` is only ever replaced by rename (write a temp file, flush, rename, flush the
@@ -25,7 +26,7 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 /// The Raft log: key = index, 8 bytes big-endian.
 pub(crate) const LOG_DB: &str = "raft.log";
-/// `vote`, `purged`, `committed`, `format`.
+/// `vote`, `purged`, `committed`, `format`, `snapshot` (the current snapshot).
 pub(crate) const META_DB: &str = "raft.meta";
 /// `applied`, `membership`: written in the transaction that applies the entries.
 pub(crate) const SM_DB: &str = "raft.sm";
@@ -62,7 +63,8 @@ pub(crate) struct CurrentSnapshot {
 pub struct Shared {
     pub(crate) dir: PathBuf,
     pub(crate) env: RwLock<Live>,
-    /// Guards the snapshot directory's pointer file and the files it names.
+    /// The current snapshot as `raft.meta/snapshot` records it; the mutex orders changes of
+    /// the record and of the snapshot files (taken before the handle, never after).
     pub(crate) snapshot: Mutex<Option<CurrentSnapshot>>,
     /// Files openraft is receiving snapshots into, deleted by the next install.
     pub(crate) receiving: Mutex<Vec<PathBuf>>,
@@ -166,6 +168,23 @@ pub(crate) fn prepare(env: &Env) -> Res<()> {
     w.commit().map_err(err)
 }
 
+/// The current snapshot recorded in `env`.
+fn read_snapshot_record(env: &Env) -> Res<Option<CurrentSnapshot>> {
+    let r = env.read_txn().map_err(err)?;
+    let meta = r.open_db(Some(META_DB)).map_err(err)?;
+    match r.get(meta, b"snapshot").map_err(err)? {
+        Some(v) => Ok(Some(crate::types::decode(v).map_err(msg)?)),
+        None => Ok(None),
+    }
+}
+
+/// Records `cur` as the current snapshot in `w` (`raft.meta/snapshot`).
+pub(crate) fn write_snapshot_record(w: &mut RwTxn<'_>, cur: &CurrentSnapshot) -> Res<()> {
+    let meta = db(w, META_DB).map_err(err)?;
+    let v = crate::types::encode(cur).map_err(msg)?;
+    w.put(meta, b"snapshot", &v, PutFlags::empty()).map_err(err)
+}
+
 /// Opens (creating if needed) the node directory `dir`, clearing what a crash left half done:
 /// environment directories `CURRENT` does not name, received snapshot data, snapshot files
 /// the pointer does not name.
@@ -195,18 +214,12 @@ pub fn open(dir: &Path) -> Res<Arc<Shared>> {
             std::fs::remove_dir_all(e.path()).map_err(err)?;
         }
     }
+    let snapshot = read_snapshot_record(&env)?;
     let snap_dir = dir.join("snapshot");
-    let ptr = snap_dir.join("current.json");
-    let snapshot: Option<CurrentSnapshot> = match std::fs::read(&ptr) {
-        Ok(b) => Some(serde_json::from_slice(&b).map_err(err)?),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(err(e)),
-    };
     for e in std::fs::read_dir(&snap_dir).map_err(err)? {
         let e = e.map_err(err)?;
         let n = e.file_name().to_string_lossy().into_owned();
-        let keep = n == "current.json" || snapshot.as_ref().is_some_and(|s| s.file == n);
-        if !keep {
+        if snapshot.as_ref().is_none_or(|s| s.file != n) {
             std::fs::remove_file(e.path()).map_err(err)?;
         }
     }

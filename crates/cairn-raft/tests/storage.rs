@@ -140,11 +140,26 @@ fn install_keeps_log_and_vote() {
         let got = b_sm.get_current_snapshot().await.unwrap().unwrap();
         assert_eq!(got.meta, cur.meta);
     });
-    // After a restart the installed environment is the live one.
-    let b = Storage::open(&dir.path().join("b")).unwrap();
+    // What a crash in the middle of an install or a receive would leave behind.
+    let bp = dir.path().join("b");
+    std::fs::create_dir(bp.join("env-99999999999999999999")).unwrap();
+    std::fs::write(bp.join("snapshot/recv-1.tmp"), b"partial").unwrap();
+    std::fs::write(bp.join("snapshot/snap-1.cairn"), b"unrecorded").unwrap();
+    // After a restart the installed environment is the live one, its snapshot still current,
+    // and the leftovers are gone.
+    let b = Storage::open(&bp).unwrap();
     assert_eq!(b.applied().unwrap(), Some(log_id(7, 1, 1)));
     assert_eq!(
         b.get("kv", &999u32.to_be_bytes()).unwrap(),
         Some(vec![b'v'; 100])
     );
+    let meta = rt().block_on(async {
+        let cur = b.state_machine().get_current_snapshot().await.unwrap();
+        cur.expect("the installed snapshot").meta
+    });
+    assert_eq!(meta.last_log_id, Some(log_id(7, 1, 1)));
+    assert!(!bp.join("env-99999999999999999999").exists());
+    assert!(!bp.join("snapshot/recv-1.tmp").exists());
+    assert!(!bp.join("snapshot/snap-1.cairn").exists());
+    assert_eq!(std::fs::read_dir(bp.join("snapshot")).unwrap().count(), 1);
 }
