@@ -1,0 +1,154 @@
+//! A Raft node over Cairn storage: openraft's `Raft` with Cairn-Raft's log store and state
+//! machine, and the client operations of docs/replication.md ("What a client is promised"):
+//! batched writes through the leader, linearizable reads on the leader, local reads.
+//!
+//! Invariant: a read through [`Node::read`] returns a value at least as new as every write
+//! acknowledged before the read began, on any node that answers it (a node that is not the
+//! leader refuses, naming the leader it knows).
+
+use crate::raft::{Config, Node as Member, NodeId, Raft, RaftMetrics, TypeConfig};
+use crate::types::{Op, Request, Response};
+use crate::{Error, Storage};
+use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
+use openraft::network::RaftNetworkFactory;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// An acknowledged write.
+#[derive(Clone, Debug)]
+pub struct Written {
+    /// The index of its log entry: a node that has applied this index shows the write.
+    pub index: Option<u64>,
+    /// The state machine's answer.
+    pub response: Response,
+}
+
+/// One member of a cluster.
+#[derive(Clone)]
+pub struct Node {
+    /// The node's id.
+    pub id: NodeId,
+    raft: Raft,
+    storage: Storage,
+}
+
+fn any<E: std::error::Error + 'static>(e: E) -> Error {
+    Error::from(openraft::AnyError::new(&e))
+}
+
+impl Node {
+    /// Starts node `id` on the storage in `dir`, talking to the others through `network`.
+    pub async fn start<N: RaftNetworkFactory<TypeConfig>>(
+        id: NodeId,
+        dir: &Path,
+        config: Config,
+        network: N,
+    ) -> Result<Node, Error> {
+        let config = Arc::new(config.validate().map_err(any)?);
+        let storage = Storage::open(dir)?;
+        let raft = Raft::new(
+            id,
+            config,
+            network,
+            storage.log_store(),
+            storage.state_machine(),
+        )
+        .await
+        .map_err(any)?;
+        Ok(Node { id, raft, storage })
+    }
+
+    /// The openraft node, for the operations not yet wrapped (membership changes).
+    pub fn raft(&self) -> &Raft {
+        &self.raft
+    }
+
+    /// This node's storage (local reads).
+    pub fn storage(&self) -> &Storage {
+        &self.storage
+    }
+
+    /// Makes a new cluster of `members` (call on one of them, once).
+    pub async fn initialize(&self, members: BTreeMap<NodeId, Member>) -> Result<(), Error> {
+        self.raft.initialize(members).await.map_err(any)
+    }
+
+    /// Replicates and applies a write batch; returns once it is committed and applied on this
+    /// node (the leader). A node that is not the leader refuses it ([`Error::leader`] names
+    /// the one it knows). A batch refused before proposing (a reserved database) has no
+    /// index.
+    pub async fn write(&self, ops: Vec<Op>) -> Result<Written, Error> {
+        let req = Request::Write(ops);
+        if let Err(why) = req.check() {
+            return Ok(Written {
+                index: None,
+                response: Response { error: Some(why) },
+            });
+        }
+        match self.raft.client_write(req).await {
+            Ok(r) => Ok(Written {
+                index: Some(r.log_id.index),
+                response: r.data,
+            }),
+            Err(e) => Err(write_error(e)),
+        }
+    }
+
+    /// A linearizable read (read index): this node confirms it still leads, waits until it
+    /// has applied everything committed when the read began, then reads locally.
+    pub async fn read(&self, db: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+        self.raft.ensure_linearizable().await.map_err(|e| {
+            let leader = match &e {
+                RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)) => f.leader_id,
+                _ => None,
+            };
+            let mut err = any(e);
+            err.leader = leader;
+            err
+        })?;
+        self.storage.get(db, key)
+    }
+
+    /// The node's current view: role, leader, log and applied indexes.
+    pub fn metrics(&self) -> RaftMetrics<NodeId, Member> {
+        self.raft.metrics().borrow().clone()
+    }
+
+    /// Waits until this node knows a leader; returns its id.
+    pub async fn wait_leader(&self, timeout: Duration) -> Result<NodeId, Error> {
+        let m = self
+            .raft
+            .wait(Some(timeout))
+            .metrics(|m| m.current_leader.is_some(), "a leader")
+            .await
+            .map_err(any)?;
+        Ok(m.current_leader.expect("waited for it"))
+    }
+
+    /// Waits until this node has applied the log up to `index`.
+    pub async fn wait_applied(&self, index: u64, timeout: Duration) -> Result<(), Error> {
+        self.raft
+            .wait(Some(timeout))
+            .applied_index_at_least(Some(index), "applied")
+            .await
+            .map(|_| ())
+            .map_err(any)
+    }
+
+    /// Stops the node's Raft tasks.
+    pub async fn shutdown(&self) -> Result<(), Error> {
+        self.raft.shutdown().await.map_err(any)
+    }
+}
+
+fn write_error(e: RaftError<NodeId, ClientWriteError<NodeId, Member>>) -> Error {
+    let leader = match &e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => f.leader_id,
+        _ => None,
+    };
+    let mut err = any(e);
+    err.leader = leader;
+    err
+}

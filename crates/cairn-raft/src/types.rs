@@ -1,0 +1,94 @@
+//! The replicated request (a write batch), its response, and the byte encoding of everything
+//! Cairn-Raft stores.
+//!
+//! Invariant: a stored value decodes with the encoding named by `raft.meta/format`
+//! ([`FORMAT`]); the encoding is postcard (docs/replication.md, "Encoding"), which is not
+//! self-describing, so changing a stored type's fields means a new format number.
+
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+/// The version of the stored encoding, kept in `raft.meta/format`.
+pub const FORMAT: u32 = 1;
+
+/// Prefix of the databases Cairn-Raft keeps for itself; client batches may not touch them.
+pub const RESERVED_PREFIX: &str = "raft.";
+
+/// One operation of a write batch: a put (`value: Some`) or a delete (`value: None`) of `key`
+/// in the named database `db` (created by its first put).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Op {
+    /// Name of the database; not empty and not starting with [`RESERVED_PREFIX`].
+    pub db: String,
+    /// The key.
+    pub key: Vec<u8>,
+    /// The value to put, or `None` to delete the key.
+    pub value: Option<Vec<u8>>,
+}
+
+impl Op {
+    /// A put of `key` = `value` in `db`.
+    pub fn put(db: &str, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> Op {
+        Op {
+            db: db.to_string(),
+            key: key.into(),
+            value: Some(value.into()),
+        }
+    }
+
+    /// A delete of `key` in `db`.
+    pub fn delete(db: &str, key: impl Into<Vec<u8>>) -> Op {
+        Op {
+            db: db.to_string(),
+            key: key.into(),
+            value: None,
+        }
+    }
+}
+
+/// The replicated request: a write batch, applied atomically (all its operations in one
+/// transaction) on every replica. An enum so that later request kinds (the document
+/// operations of `cairn serve`) are new variants, leaving this one's encoding unchanged.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// Puts and deletes, applied in order.
+    Write(Vec<Op>),
+}
+
+impl Request {
+    /// Why this request must be refused, checked by the client side before proposing and by
+    /// apply again (so that a request built by other means is refused alike everywhere).
+    pub fn check(&self) -> Result<(), String> {
+        let Request::Write(ops) = self;
+        for op in ops {
+            if op.db.is_empty() {
+                return Err("an empty database name".to_string());
+            }
+            if op.db.starts_with(RESERVED_PREFIX) {
+                return Err(format!(
+                    "database {:?}: names starting with {RESERVED_PREFIX:?} are reserved",
+                    op.db
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The outcome of one applied log entry, as the client that proposed it sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Response {
+    /// `None`: the batch was applied. `Some(why)`: it was refused and changed nothing (the
+    /// refusal is deterministic, so every replica refused it). Blank and membership entries
+    /// answer `None`.
+    pub error: Option<String>,
+}
+
+/// Encodes a stored value.
+pub(crate) fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, String> {
+    postcard::to_stdvec(v).map_err(|e| format!("encoding: {e}"))
+}
+
+/// Decodes a stored value.
+pub(crate) fn decode<T: DeserializeOwned>(b: &[u8]) -> Result<T, String> {
+    postcard::from_bytes(b).map_err(|e| format!("decoding: {e}"))
+}
