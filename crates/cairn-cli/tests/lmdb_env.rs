@@ -19,7 +19,6 @@ fn python() -> Option<PathBuf> {
         .into_iter()
         .collect();
     c.push(root.join(".venv/bin/python"));
-    c.push(PathBuf::from("/work/main/.venv/bin/python"));
     c.push(PathBuf::from("/usr/bin/python3"));
     let p = c.into_iter().find(|p| {
         Command::new(p)

@@ -11,8 +11,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// A Python with the `lmdb` module: $CAIRN_LMDB_PYTHON, the repository's .venv, the main
-/// checkout's, or the system's (Debian's python3-lmdb).
+/// A Python with the `lmdb` module: $CAIRN_LMDB_PYTHON, the repository's .venv (`make
+/// py-venv`), or the system's (Debian's python3-lmdb).
 fn python() -> Option<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut c: Vec<PathBuf> = std::env::var_os("CAIRN_LMDB_PYTHON")
@@ -20,7 +20,6 @@ fn python() -> Option<PathBuf> {
         .into_iter()
         .collect();
     c.push(root.join(".venv/bin/python"));
-    c.push(PathBuf::from("/work/main/.venv/bin/python"));
     c.push(PathBuf::from("/usr/bin/python3"));
     c.into_iter().find(|p| {
         Command::new(p)
