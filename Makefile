@@ -18,8 +18,9 @@ test: test-rust test-kill test-cli test-py test-capi $(COMPAT_TESTS)
 test-rust:
 	$(CARGO) test -p cairn --release
 
-# The `cairn` command; its interop tests run LMDB's own mdb_dump/mdb_load/mdb_stat/mdb_copy.
-test-cli: lmdb-utils
+# The `cairn` command; its interop tests run LMDB's own mdb_dump/mdb_load/mdb_stat/mdb_copy, and
+# its LMDB-environment tests (lmdb_env.rs) write environments with py-lmdb from the venv.
+test-cli: lmdb-utils py-venv
 	$(CARGO) test -p cairn-cli --release
 
 # Debian's lmdb-utils, installed only when a tool is missing (sudo only when not root). Without

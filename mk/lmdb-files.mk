@@ -5,7 +5,7 @@
 COMPAT_TESTS += test-lmdb-files
 .PHONY: test-lmdb-files
 
-test-lmdb-files: lmdb-utils
+test-lmdb-files: lmdb-utils py-venv
 	@command -v cc >/dev/null && [ -f /usr/include/lmdb.h ] || \
 	  echo "NOTE: no cc or lmdb.h (apt-get install liblmdb-dev): the REVERSEDUP case will be skipped"
 	$(CARGO) test -p cairn-lmdb --release

@@ -231,16 +231,69 @@ fn rec_json(env: &LmdbEnv, name: Option<String>, r: &DbRecord) -> serde_json::Va
     })
 }
 
-/// Free pages the free database lists (each value: a count, then that many page numbers).
-fn free_pages(env: &LmdbEnv, path: &EnvPath) -> CliResult<u64> {
+/// Free pages the free database lists (each value: a count, then that many page numbers, in
+/// descending order), and with `detail` (-ff, -fff) `mdb_stat`'s lines for each list.
+fn free_pages(env: &LmdbEnv, path: &EnvPath, detail: u8) -> CliResult<(u64, Vec<String>)> {
     let mut n = 0u64;
+    let mut lines = Vec::new();
     let mut pairs = env.pairs(&env.free_db());
-    while let Some((_, v)) = pairs.next().map_err(|e| lmdb_err(path, e))? {
-        if v.len() >= 8 {
-            n += u64::from_le_bytes(v[..8].try_into().expect("8"));
+    while let Some((k, v)) = pairs.next().map_err(|e| lmdb_err(path, e))? {
+        let Some(count) = v
+            .get(..8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8")))
+        else {
+            continue;
+        };
+        n += count;
+        if detail < 2 {
+            continue;
+        }
+        let ids: Vec<u64> = v[8..]
+            .chunks_exact(8)
+            .take(usize::try_from(count).unwrap_or(usize::MAX))
+            .map(|c| u64::from_le_bytes(c.try_into().expect("8")))
+            .collect();
+        let txn = k
+            .get(..8)
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8")));
+        // The longest run of consecutive pages, walking up from the smallest (the list's end),
+        // and whether the list is out of order: mdb_stat's figures.
+        let (mut span, mut prev, mut bad) = (0usize, 1u64, "");
+        for i in (0..ids.len()).rev() {
+            let mut pg = ids[i];
+            if pg <= prev {
+                bad = " [bad sequence]";
+            }
+            prev = pg;
+            pg += span as u64;
+            while i >= span && ids[i - span] == pg {
+                span += 1;
+                pg += 1;
+            }
+        }
+        lines.push(format!(
+            "    Transaction {txn}, {} pages, maxspan {span}{bad}",
+            ids.len()
+        ));
+        if detail > 2 {
+            let mut j = ids.len();
+            while j > 0 {
+                j -= 1;
+                let pg = ids[j];
+                let mut run = 1u64;
+                while j > 0 && ids[j - 1] == pg + run {
+                    j -= 1;
+                    run += 1;
+                }
+                lines.push(if run > 1 {
+                    format!("     {pg:9}[{run}]")
+                } else {
+                    format!("     {pg:9}")
+                });
+            }
         }
     }
-    Ok(n)
+    Ok((n, lines))
 }
 
 /// `cairn stat` of an LMDB environment: `mdb_stat`'s sections and labels.
@@ -266,9 +319,16 @@ pub fn stat(a: &StatArgs, path: EnvPath, out: &mut dyn Write) -> CliResult {
     }
     let m = *env.meta();
     let max_pages = env.map_size() / env.page_size() as u64;
-    let readers_used = lock.as_ref().map_or(0, |l| l.slots_used);
+    // LMDB's figure is the lock file's count of slots ever used; when no process has the
+    // environment open, the first opener (mdb_stat itself) resets the file and shows 0. No
+    // live process in the table is taken for that case (testing the lock itself could get in
+    // an opening LMDB process's way).
+    let readers_used = lock
+        .as_ref()
+        .filter(|l| l.readers.iter().any(|r| r.alive))
+        .map_or(0, |l| l.slots_used);
     let free = if a.freelist > 0 {
-        Some(free_pages(&env, &path)?)
+        Some(free_pages(&env, &path, a.freelist)?)
     } else {
         None
     };
@@ -283,7 +343,7 @@ pub fn stat(a: &StatArgs, path: EnvPath, out: &mut dyn Write) -> CliResult {
                        "max_readers": env.max_readers(), "readers_used": readers_used}),
             );
         }
-        if let Some(f) = free {
+        if let Some((f, _)) = &free {
             v.insert(
                 "freelist".into(),
                 json!({"tree": rec_json(&env, None, &env.free_db()), "free_pages": f}),
@@ -323,9 +383,12 @@ pub fn stat(a: &StatArgs, path: EnvPath, out: &mut dyn Write) -> CliResult {
             writeln!(out, "Reader Table Status")?;
             print_readers(lock.as_ref(), out)?;
         }
-        if let Some(f) = free {
+        if let Some((f, lines)) = &free {
             writeln!(out, "Freelist Status")?;
             prstat(out, &env.free_db())?;
+            for l in lines {
+                writeln!(out, "{l}")?;
+            }
             writeln!(out, "  Free pages: {f}")?;
         }
         for (n, r) in &dbs {

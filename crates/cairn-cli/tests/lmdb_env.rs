@@ -19,7 +19,6 @@ fn python() -> Option<PathBuf> {
         .into_iter()
         .collect();
     c.push(root.join(".venv/bin/python"));
-    c.push(PathBuf::from("/work/main/.venv/bin/python"));
     c.push(PathBuf::from("/usr/bin/python3"));
     let p = c.into_iter().find(|p| {
         Command::new(p)
@@ -161,17 +160,28 @@ fn dump_of_an_lmdb_environment_is_mdb_dumps() {
                 "{kind} {args:?}: cairn dump and mdb_dump differ"
             );
         }
-        let st = run(&["stat", "-a"], &p.clone());
-        let theirs = Command::new("mdb_stat")
-            .args(if n { vec!["-a", "-n"] } else { vec!["-a"] })
-            .arg(&p)
-            .output()
-            .unwrap();
-        if !n {
+        for mut args in [
+            vec!["-a"],
+            vec!["-e", "-f", "-a"],
+            vec!["-ff"],
+            vec!["-fff", "-s", "dup"],
+        ] {
+            if kind != "flags" && args.contains(&"dup") {
+                continue;
+            }
+            if n {
+                args.push("-n");
+            }
+            let ours = run(&[&["stat"][..], &args].concat(), &p);
+            let theirs = Command::new("mdb_stat")
+                .args(&args)
+                .arg(&p)
+                .output()
+                .unwrap();
             assert_eq!(
-                String::from_utf8_lossy(&st.stdout),
+                String::from_utf8_lossy(&ours.stdout),
                 String::from_utf8_lossy(&theirs.stdout),
-                "{kind}: stat -a"
+                "{kind}: stat {args:?}"
             );
         }
         let ck = run(

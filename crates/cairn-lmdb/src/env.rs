@@ -25,8 +25,9 @@ pub fn files(path: &Path, no_subdir: Option<bool>) -> (PathBuf, PathBuf) {
     }
 }
 
-/// Whether `data` is a file that starts with an LMDB meta page (either byte order): the test
-/// Cairn's tools use to tell LMDB's environments from their own.
+/// Whether `data` is a file that starts with an LMDB meta page (page number 0, the meta flag,
+/// LMDB's magic, either byte order): the test Cairn's tools use to tell LMDB's environments
+/// from their own.
 pub fn is_lmdb_file(data: &Path) -> bool {
     let Ok(f) = File::open(data) else {
         return false;
@@ -36,7 +37,9 @@ pub fn is_lmdb_file(data: &Path) -> bool {
         return false;
     }
     let flags = u16::from_le_bytes([head[10], head[11]]);
-    format::has_magic(&head)
+    // Meta page 0 records its own page number, 0 (a Cairn file starts with its magic there).
+    head[..8] == [0; 8]
+        && format::has_magic(&head)
         && (flags & format::P_META != 0 || flags.swap_bytes() & format::P_META != 0)
 }
 

@@ -11,8 +11,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// A Python with the `lmdb` module: $CAIRN_LMDB_PYTHON, the repository's .venv, the main
-/// checkout's, or the system's (Debian's python3-lmdb).
+/// A Python with the `lmdb` module: $CAIRN_LMDB_PYTHON, the repository's .venv (`make
+/// py-venv`), or the system's (Debian's python3-lmdb).
 fn python() -> Option<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut c: Vec<PathBuf> = std::env::var_os("CAIRN_LMDB_PYTHON")
@@ -20,7 +20,6 @@ fn python() -> Option<PathBuf> {
         .into_iter()
         .collect();
     c.push(root.join(".venv/bin/python"));
-    c.push(PathBuf::from("/work/main/.venv/bin/python"));
     c.push(PathBuf::from("/usr/bin/python3"));
     c.into_iter().find(|p| {
         Command::new(p)
@@ -604,10 +603,11 @@ fn flipped_bytes_in_every_page_never_panic() {
         .open(fx.env.join("data.mdb"))
         .unwrap();
     // Every page a read touches (the metas and the trees' pages; damage to a free page is
-    // never read), twice: once near its start (headers, offsets, node headers), once anywhere.
+    // never read): the metas and every other page near their start (headers, offsets, node
+    // headers), the rest anywhere.
     let pages: Vec<usize> = (0..fx.pages()).filter(|&p| p < 2 || fx.live[p]).collect();
-    for &p in &pages {
-        for round in 0..2 {
+    for (n, &p) in pages.iter().enumerate() {
+        for round in [if p < 2 { 0 } else { n % 2 }] {
             let mut b = fx.bytes[p * ps..(p + 1) * ps].to_vec();
             // Most damage is near the start of a page (headers, offsets, node headers).
             for _ in 0..1 + rnd() % 4 {
@@ -628,7 +628,8 @@ fn flipped_bytes_in_every_page_never_panic() {
         }
     }
     eprintln!(
-        "{} pages: {errors} damaged reads refused, {oks} read (damage in unused bytes)",
+        "{} of {} pages damaged in turn: {errors} reads refused, {oks} read (damage in unused bytes)",
+        pages.len(),
         fx.pages()
     );
     assert!(errors > 0);

@@ -104,8 +104,8 @@ impl EnvOptions {
     }
 }
 
-/// Whether `data` starts with an LMDB meta page: the meta flag in the page header and LMDB's
-/// magic (0xBEEFC0DE, in either byte order) after it.
+/// Whether `data` starts with an LMDB meta page: page number 0, the meta flag in the page
+/// header and LMDB's magic (0xBEEFC0DE, in either byte order) after it.
 fn is_lmdb_file(data: &Path) -> bool {
     use std::os::unix::fs::FileExt;
     let Ok(f) = std::fs::File::open(data) else {
@@ -117,7 +117,8 @@ fn is_lmdb_file(data: &Path) -> bool {
     }
     let flags = u16::from_le_bytes([head[10], head[11]]);
     let magic = u32::from_le_bytes([head[16], head[17], head[18], head[19]]);
-    (magic == 0xBEEF_C0DE && flags & 0x08 != 0)
+    // Meta page 0 records its own page number, 0: a Cairn file starts with its magic instead.
+    head[..8] == [0; 8] && (magic == 0xBEEF_C0DE && flags & 0x08 != 0)
         || (magic == 0xBEEF_C0DE_u32.swap_bytes() && flags.swap_bytes() & 0x08 != 0)
 }
 
