@@ -35,6 +35,8 @@ pub enum Command {
     Readers(ReadersArgs),
     /// Empty a database, or delete it with -d (mdb_drop).
     Drop(DropArgs),
+    /// Serve the environment as a JSON document store over HTTP (docs/server.md).
+    Serve(ServeArgs),
 }
 
 /// Options every subcommand shares, and the environment's path.
@@ -181,6 +183,34 @@ pub struct DropArgs {
     pub common: Common,
 }
 
+/// `cairn serve`.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The address to listen on (port 0: any free port, printed on stdout).
+    #[arg(
+        short = 'l',
+        long = "listen",
+        value_name = "ADDR",
+        default_value = "127.0.0.1:8080"
+    )]
+    pub listen: std::net::SocketAddr,
+    /// Lazy durability: writes are acknowledged before they are flushed; a power loss may
+    /// take about the last second of them (never the file's consistency).
+    #[arg(long)]
+    pub lazy: bool,
+    /// Requests served at once; a burst beyond gets 503.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub max_in_flight: usize,
+    /// Largest request body in bytes (413 beyond).
+    #[arg(long, value_name = "BYTES", default_value_t = 8 << 20)]
+    pub max_body: usize,
+    /// Directory for GET /_backup's temporary copy (default: the system's temporary one).
+    #[arg(long, value_name = "DIR")]
+    pub backup_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
 impl Command {
     /// The options every subcommand has.
     pub fn common(&self) -> &Common {
@@ -192,6 +222,7 @@ impl Command {
             Command::Check(a) => &a.common,
             Command::Readers(a) => &a.common,
             Command::Drop(a) => &a.common,
+            Command::Serve(a) => &a.common,
         }
     }
 }

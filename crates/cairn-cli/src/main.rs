@@ -40,6 +40,7 @@ fn command_name(c: &Command) -> &'static str {
         Command::Check(_) => "check",
         Command::Readers(_) => "readers",
         Command::Drop(_) => "drop",
+        Command::Serve(_) => "serve",
     }
 }
 
@@ -61,13 +62,25 @@ fn print_version() -> Result<(), CliError> {
     Ok(())
 }
 
+/// `cairn serve`: runs until SIGINT or SIGTERM.
+fn serve(a: &cairn_cli::cli::ServeArgs, path: EnvPath) -> Result<(), CliError> {
+    let mut cfg = cairn_server::Config::new(path.path);
+    cfg.no_subdir = path.no_subdir;
+    cfg.listen = a.listen;
+    cfg.lazy = a.lazy;
+    cfg.max_in_flight = a.max_in_flight;
+    cfg.max_body = a.max_body;
+    cfg.backup_dir = a.backup_dir.clone();
+    cairn_server::serve(cfg).map_err(|e| CliError::Usage(format!("serving: {e}")))
+}
+
 fn run(cli: Cli) -> Result<(), CliError> {
     let Some(cmd) = cli.command else {
         if cli.version {
             return print_version();
         }
         return Err(CliError::Usage(
-            "a subcommand is needed: stat, dump, load, copy, check, readers or drop (see --help)"
+            "a subcommand is needed: stat, dump, load, copy, check, readers, drop or serve (see --help)"
                 .into(),
         ));
     };
@@ -87,6 +100,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Check(a) => cairn_cli::check::run(a, path, &mut out, &mut err),
         Command::Readers(a) => cairn_cli::readers::run(a, path, &mut out),
         Command::Drop(a) => cairn_cli::drop::run(a, path),
+        Command::Serve(a) => serve(a, path),
     };
     out.flush().map_err(|source| CliError::Io {
         what: "writing the output".into(),
