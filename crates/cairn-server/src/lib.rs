@@ -15,8 +15,8 @@
 //!
 //! Layers, outermost first: JSON error bodies ([`error::json_errors`]), panic catching (a
 //! panicking handler answers 500), load shedding (503 once `max_in_flight` requests are being
-//! served), a timeout per request (408; it covers reading the body, so slow clients are cut
-//! off), the body limit (413). hyper's header-read timeout closes connections that send no
+//! served), the body limit (413), a timeout per request (408; it covers reading the body, so
+//! slow clients are cut off). hyper's header-read timeout closes connections that send no
 //! complete request head in time, idle keep-alive connections included.
 //!
 //! Invariants:
@@ -183,7 +183,11 @@ pub fn with_layers(router: Router, cfg: &Config) -> Router {
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(on_panic))
         .layer(HandleErrorLayer::new(on_overload))
         .load_shed()
-        .concurrency_limit(cfg.max_in_flight.max(1))
+        // Global: `Router::layer` makes one service per route, and a plain concurrency limit
+        // would then count each route's requests apart.
+        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
+            cfg.max_in_flight.max(1),
+        ))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(cfg.max_body))
         // Innermost, so that its 408 has a plain body type (the body limit's wrapper is no
         // `Default`); it still covers reading the body, which the handlers do.
@@ -224,13 +228,22 @@ pub struct Server {
 impl Server {
     /// Opens the environment and binds the listening socket.
     pub async fn bind(cfg: Config) -> Result<Server, BoxError> {
+        Server::bind_with(cfg, router).await
+    }
+
+    /// As [`Server::bind`], with the application built by `app` (tests add routes of their
+    /// own to [`routes`] and wrap them with [`with_layers`]).
+    pub async fn bind_with(
+        cfg: Config,
+        app: impl FnOnce(Arc<AppState>, &Config) -> Router,
+    ) -> Result<Server, BoxError> {
         let c = cfg.clone();
         let env = tokio::task::spawn_blocking(move || c.open_env()).await??;
         let listener = tokio::net::TcpListener::bind(cfg.listen).await?;
         let state = AppState::new(env, &cfg);
         Ok(Server {
             listener,
-            router: router(state.clone(), &cfg),
+            router: app(state.clone(), &cfg),
             header_timeout: cfg.header_timeout,
             state,
         })
