@@ -69,6 +69,8 @@ def oha(oha_bin, args, conns, seconds, rate):
     cmd = pin(1) + [
         oha_bin, "--no-tui", "--output-format", "json",
         "-z", f"{seconds}s", "-c", str(conns),
+        # Requests in flight at the deadline are answered and counted, not cut off as errors.
+        "--wait-ongoing-requests-after-deadline",
     ]
     if rate:
         cmd += ["-q", str(rate), "--latency-correction"]

@@ -75,6 +75,13 @@ pub struct Config {
     pub backup_dir: Option<PathBuf>,
     /// Most collections (the engine's `max_dbs`).
     pub max_collections: u32,
+    /// Reads (and backups) running on the blocking pool at once; more wait as tasks. Reads
+    /// are short and CPU-bound: a few per core keep the cores busy without thrashing.
+    pub read_threads: usize,
+    /// Writers waiting in the group commit at once; more wait as tasks. A group takes the
+    /// writers queued while the previous commit flushed, so this bounds the group size, and
+    /// with it what one flush can carry.
+    pub write_threads: usize,
 }
 
 impl Config {
@@ -92,6 +99,8 @@ impl Config {
             header_timeout: Duration::from_secs(30),
             backup_dir: None,
             max_collections: 1024,
+            read_threads: 16,
+            write_threads: 256,
         }
     }
 
@@ -106,9 +115,9 @@ impl Config {
             .durability(durability)
             .no_subdir(self.no_subdir)
             .max_dbs(self.max_collections)
-            // One reader per request in flight at most (reads run on the blocking pool), plus
-            // a backup's.
-            .max_readers((self.max_in_flight as u32).saturating_add(16))
+            // One reader per read thread at most (reads run behind the read gate), and room
+            // for other processes' readers.
+            .max_readers((self.read_threads as u32).saturating_add(110))
             .open(&self.path)
     }
 }
@@ -132,6 +141,8 @@ pub struct AppState {
     ids: store::IdGen,
     max_id: usize,
     limits: Limits,
+    read_gate: tokio::sync::Semaphore,
+    write_gate: tokio::sync::Semaphore,
 }
 
 impl AppState {
@@ -147,6 +158,8 @@ impl AppState {
                 max_in_flight: cfg.max_in_flight,
                 backup_dir: cfg.backup_dir.clone(),
             },
+            read_gate: tokio::sync::Semaphore::new(cfg.read_threads.max(1)),
+            write_gate: tokio::sync::Semaphore::new(cfg.write_threads.max(1)),
         })
     }
 }
@@ -307,9 +320,9 @@ impl Server {
 pub fn serve(cfg: Config) -> Result<(), BoxError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        // Each request in flight may hold a blocking thread (a read, or a writer waiting for
-        // its group); the limit keeps a burst from spawning more than the load shedder lets in.
-        .max_blocking_threads(cfg.max_in_flight.clamp(16, 1024))
+        // The gates (Config::read_threads, write_threads) bound the blocking threads in use;
+        // a few more for the runtime's own file I/O (a backup's stream).
+        .max_blocking_threads(cfg.read_threads + cfg.write_threads + 8)
         .build()?;
     rt.block_on(async move {
         let server = Server::bind(cfg).await?;

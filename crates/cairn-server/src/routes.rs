@@ -24,10 +24,16 @@ use std::sync::Arc;
 
 type Shared = State<Arc<AppState>>;
 
-/// Runs `f` on the blocking pool; a panic there (a bug) becomes a 500.
+/// Runs `f` on the blocking pool once `gate` lets it (waiting asynchronously, so a burst
+/// queues as tasks, not as blocked threads); a panic there (a bug) becomes a 500.
 async fn blocking<R: Send + 'static>(
+    gate: &tokio::sync::Semaphore,
     f: impl FnOnce() -> Result<R, ApiError> + Send + 'static,
 ) -> Result<R, ApiError> {
+    let _permit = gate
+        .acquire()
+        .await
+        .map_err(|_| ApiError::internal("the server is shutting down"))?;
     match tokio::task::spawn_blocking(f).await {
         Ok(r) => r,
         Err(e) if e.is_panic() => Err(ApiError::internal("the request's task panicked")),
@@ -41,8 +47,9 @@ async fn write<R: Send + 'static>(
     state: &Arc<AppState>,
     f: impl FnOnce(&mut cairn::RwTxn<'_>, &AppState) -> Result<R, ApiError> + Send + 'static,
 ) -> Result<R, ApiError> {
-    let state = state.clone();
-    blocking(move || {
+    let st = state.clone();
+    blocking(&state.write_gate, move || {
+        let state = st;
         let mut failed: Option<ApiError> = None;
         let slot = &mut failed;
         let st = &*state;
@@ -138,7 +145,7 @@ fn written(coll: &str, id: &str, w: store::Written) -> Response {
 
 /// `GET /_health`: the environment answers a read transaction.
 pub async fn health(State(s): Shared) -> Result<Response, ApiError> {
-    let last = blocking(move || Ok(s.env.read_txn()?.id())).await?;
+    let last = blocking(&s.clone().read_gate, move || Ok(s.env.read_txn()?.id())).await?;
     Ok(json_response(
         StatusCode::OK,
         json!({ "status": "ok", "txn": last })
@@ -150,7 +157,7 @@ pub async fn health(State(s): Shared) -> Result<Response, ApiError> {
 /// `GET /_stats`.
 pub async fn stats(State(s): Shared) -> Result<Response, ApiError> {
     let st = s.clone();
-    let mut v = blocking(move || store::stats(&st.env)).await?;
+    let mut v = blocking(&s.read_gate, move || store::stats(&st.env)).await?;
     v["server"] = json!({
         "max_body": s.limits.max_body,
         "max_in_flight": s.limits.max_in_flight,
@@ -166,7 +173,8 @@ pub async fn get_doc(
 ) -> Result<Response, ApiError> {
     decode::collection(&coll)?;
     decode::id(&id, s.max_id)?;
-    let (version, doc) = blocking(move || store::get(&s.env, &coll, &id)).await?;
+    let gate = s.clone();
+    let (version, doc) = blocking(&gate.read_gate, move || store::get(&s.env, &coll, &id)).await?;
     let inm = Condition::from_header(&headers, header::IF_NONE_MATCH);
     let mut r = if inm.is_some_and(|c| c.matches(Some(version))) {
         let mut r = Response::new(Body::empty());
@@ -268,7 +276,8 @@ pub async fn list(
     Query(q): Query<ListQuery>,
 ) -> Result<Response, ApiError> {
     decode::collection(&coll)?;
-    let body = blocking(move || store::list(&s.env, &coll, &q)).await?;
+    let gate = s.clone();
+    let body = blocking(&gate.read_gate, move || store::list(&s.env, &coll, &q)).await?;
     Ok(json_response(StatusCode::OK, body))
 }
 
@@ -277,7 +286,8 @@ pub async fn list(
 /// meanwhile); the file is unlinked at once and streamed from its open handle, so no more
 /// than a read buffer of it is in memory and nothing is left behind if the client goes away.
 pub async fn backup(State(s): Shared) -> Result<Response, ApiError> {
-    let file = blocking(move || {
+    let gate = s.clone();
+    let file = blocking(&gate.read_gate, move || {
         let io = |e: std::io::Error| {
             ApiError::internal("backup: temporary file").with_detail(json!(e.to_string()))
         };
