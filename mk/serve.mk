@@ -8,10 +8,11 @@ test-serve:
 	$(CARGO) test -p cairn-server --release
 
 # Load test (not part of `make test`): oha drives POST and GET of the load test's document at
-# 1, 100 and 1,000 connections against `cairn serve`, server and oha pinned to different cores;
-# results in docs/bench/serve (README.md says how to read them). oha is installed from crates.io
-# into target/tools the first time. BENCH_SERVE_ARGS: e.g. "--lazy", "--seconds 30",
-# "--conns 1,100,1000,4000", "--rate 20000" (fixed rate, latency-corrected).
+# 1, 100 and 1,000 connections against `cairn serve`, server and oha pinned to different
+# cores; results in docs/bench/serve/durable (lazy/ with --lazy); docs/bench/serve/README.md
+# says how to read them. oha is installed from crates.io into target/tools the first time.
+# BENCH_SERVE_ARGS: e.g. "--lazy", "--seconds 30", "--conns 1,100,1000,4000", "--rate 20000"
+# (fixed rate, latency-corrected).
 OHA ?= target/tools/bin/oha
 BENCH_SERVE_ARGS ?=
 .PHONY: bench-serve

@@ -6,7 +6,8 @@ and drives it from the other core with oha: POST of the load test's JSON documen
 (random ids among those preloaded), at each connection count. Closed loop: each connection
 sends its next request when the previous one is answered, so the figures are the server's
 capacity and the latency at that load (no coordinated-omission correction; a fixed-rate run
-is `--rate`). Writes one JSON file per run and results.md into --out.
+is `--rate`). Writes oha's JSON report of each run and a table, results.md, into
+--out/durable or --out/lazy.
 """
 
 import argparse
@@ -104,7 +105,9 @@ def main():
     a = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    os.makedirs(a.out, exist_ok=True)
+    mode = "lazy" if a.lazy else "durable"
+    out = os.path.join(a.out, mode)
+    os.makedirs(out, exist_ok=True)
     body = json.dumps(DOC)
     server, d, addr = start_server(a.cairn, a.lazy)
     rows = []
@@ -118,7 +121,7 @@ def main():
             ]
             for name, args in runs:
                 r = oha(a.oha, args, conns, a.seconds, a.rate)
-                with open(os.path.join(a.out, f"{name.lower()}-{conns}.json"), "w") as f:
+                with open(os.path.join(out, f"{name.lower()}-{conns}.json"), "w") as f:
                     json.dump(r, f, indent=1)
                 rows.append(row(name, conns, r))
                 print(rows[-1], flush=True)
@@ -127,7 +130,6 @@ def main():
         server.terminate()
         server.wait()
         shutil.rmtree(d, ignore_errors=True)
-    mode = "lazy" if a.lazy else "durable"
     head = (
         f"`cairn serve` ({mode}), oha, {a.seconds} s per run, closed loop"
         + (f" at {a.rate} req/s, latency-corrected" if a.rate else "")
@@ -135,7 +137,7 @@ def main():
         "| request | connections | req/s | p50 ms | p99 ms | p99.9 ms | 2xx | non-2xx | errors |\n"
         "|---|---|---|---|---|---|---|---|---|\n"
     )
-    with open(os.path.join(a.out, f"results-{mode}.md"), "w") as f:
+    with open(os.path.join(out, "results.md"), "w") as f:
         f.write(head + "\n".join(rows) + "\n")
 
 
