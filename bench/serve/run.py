@@ -40,11 +40,13 @@ def pin(core):
     return []
 
 
-def start_server(cairn, lazy):
+def start_server(cairn, lazy, no_group):
     d = tempfile.mkdtemp(prefix="cairn-bench-serve-")
     cmd = pin(0) + [cairn, "serve", d, "--listen", "127.0.0.1:0", "--max-in-flight", "8192"]
     if lazy:
         cmd.append("--lazy")
+    if no_group:
+        cmd.append("--no-group")
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     line = p.stdout.readline()
     if "listening on " not in line:
@@ -101,15 +103,16 @@ def main():
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--conns", default="1,100,1000")
     ap.add_argument("--lazy", action="store_true")
+    ap.add_argument("--no-group", action="store_true", help="one commit per write (baseline)")
     ap.add_argument("--rate", type=int, default=0, help="fixed request rate (latency-corrected)")
     a = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    mode = "lazy" if a.lazy else "durable"
+    mode = ("lazy" if a.lazy else "durable") + ("-nogroup" if a.no_group else "")
     out = os.path.join(a.out, mode)
     os.makedirs(out, exist_ok=True)
     body = json.dumps(DOC)
-    server, d, addr = start_server(a.cairn, a.lazy)
+    server, d, addr = start_server(a.cairn, a.lazy, a.no_group)
     rows = []
     try:
         preload(addr)

@@ -204,6 +204,10 @@ pub struct ServeArgs {
     /// Largest request body in bytes (413 beyond).
     #[arg(long, value_name = "BYTES", default_value_t = 8 << 20)]
     pub max_body: usize,
+    /// Commit each write alone instead of through the group commit (a baseline for
+    /// measurements: slower under concurrent writers).
+    #[arg(long)]
+    pub no_group: bool,
     /// Directory for GET /_backup's temporary copy (default: the system's temporary one).
     #[arg(long, value_name = "DIR")]
     pub backup_dir: Option<PathBuf>,

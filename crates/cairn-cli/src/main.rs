@@ -71,6 +71,7 @@ fn serve(a: &cairn_cli::cli::ServeArgs, path: EnvPath) -> Result<(), CliError> {
     cfg.max_in_flight = a.max_in_flight;
     cfg.max_body = a.max_body;
     cfg.backup_dir = a.backup_dir.clone();
+    cfg.group_commit = !a.no_group;
     cairn_server::serve(cfg).map_err(|e| CliError::Usage(format!("serving: {e}")))
 }
 

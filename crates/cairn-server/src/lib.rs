@@ -82,6 +82,10 @@ pub struct Config {
     /// writers queued while the previous commit flushed, so this bounds the group size, and
     /// with it what one flush can carry.
     pub write_threads: usize,
+    /// Writes share commits through the engine's group commit (the default). Off, each
+    /// request commits (and in durable mode flushes) alone: the baseline it is measured
+    /// against (docs/bench/serve).
+    pub group_commit: bool,
 }
 
 impl Config {
@@ -101,6 +105,7 @@ impl Config {
             max_collections: 1024,
             read_threads: 16,
             write_threads: 256,
+            group_commit: true,
         }
     }
 
@@ -143,6 +148,7 @@ pub struct AppState {
     limits: Limits,
     read_gate: tokio::sync::Semaphore,
     write_gate: tokio::sync::Semaphore,
+    group_commit: bool,
 }
 
 impl AppState {
@@ -160,6 +166,7 @@ impl AppState {
             },
             read_gate: tokio::sync::Semaphore::new(cfg.read_threads.max(1)),
             write_gate: tokio::sync::Semaphore::new(cfg.write_threads.max(1)),
+            group_commit: cfg.group_commit,
         })
     }
 }

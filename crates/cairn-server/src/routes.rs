@@ -50,6 +50,9 @@ async fn write<R: Send + 'static>(
     let st = state.clone();
     blocking(&state.write_gate, move || {
         let state = st;
+        if !state.group_commit {
+            return write_alone(&state, f);
+        }
         let mut failed: Option<ApiError> = None;
         let slot = &mut failed;
         let st = &*state;
@@ -67,6 +70,18 @@ async fn write<R: Send + 'static>(
         }
     })
     .await
+}
+
+/// A write in a transaction of its own (`Config::group_commit` off: the baseline the group
+/// commit is measured against). Waits for the writer lock on this blocking thread.
+fn write_alone<R>(
+    st: &AppState,
+    f: impl FnOnce(&mut cairn::RwTxn<'_>, &AppState) -> Result<R, ApiError>,
+) -> Result<R, ApiError> {
+    let mut txn = st.env.write_txn()?;
+    let v = f(&mut txn, st)?;
+    txn.commit()?;
+    Ok(v)
 }
 
 /// Reads the body, at most the configured bytes (413 beyond).

@@ -588,3 +588,37 @@ fn many_requests_on_one_connection() {
     assert_eq!(c.read_response(false).unwrap().status, 200);
     assert_eq!(c.read_response(false).unwrap().status, 404);
 }
+
+#[test]
+fn without_group_commit_each_write_commits_alone() {
+    let s = TestServer::start_with(|c| c.group_commit = false, cairn_server::router);
+    let handles: Vec<_> = (0..4)
+        .map(|t| {
+            let addr = s.addr;
+            std::thread::spawn(move || {
+                let mut c = Conn::connect(addr);
+                for i in 0..25 {
+                    assert_eq!(c.put(&format!("/ng/{t}-{i}"), "{}").status, 201);
+                }
+                // A refused write rolls back alone.
+                c.put("/ng/x", "{\"a\":1,\"a\":2}").assert_error(400);
+                c.send(
+                    "PUT",
+                    &format!("/ng/{t}-0"),
+                    &[("Content-Type", "application/json"), ("If-None-Match", "*")],
+                    b"{}",
+                )
+                .unwrap()
+                .assert_error(412);
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let mut c = s.conn();
+    assert_eq!(
+        c.get("/_stats").json()["collections"]["ng"]["documents"],
+        100
+    );
+}
