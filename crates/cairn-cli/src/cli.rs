@@ -38,6 +38,8 @@ pub enum Command {
     /// Convert an LMDB environment into Cairn's format in place, verified, keeping LMDB's
     /// data file as a backup.
     Migrate(MigrateArgs),
+    /// Serve the environment as a JSON document store over HTTP (docs/server.md).
+    Serve(ServeArgs),
 }
 
 /// Options every subcommand shares, and the environment's path.
@@ -200,6 +202,38 @@ pub struct MigrateArgs {
     pub common: Common,
 }
 
+/// `cairn serve`.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The address to listen on (port 0: any free port, printed on stdout).
+    #[arg(
+        short = 'l',
+        long = "listen",
+        value_name = "ADDR",
+        default_value = "127.0.0.1:8080"
+    )]
+    pub listen: std::net::SocketAddr,
+    /// Lazy durability: writes are acknowledged before they are flushed; a power loss may
+    /// take about the last second of them (never the file's consistency).
+    #[arg(long)]
+    pub lazy: bool,
+    /// Requests served at once; a burst beyond gets 503.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub max_in_flight: usize,
+    /// Largest request body in bytes (413 beyond).
+    #[arg(long, value_name = "BYTES", default_value_t = 8 << 20)]
+    pub max_body: usize,
+    /// Commit each write alone instead of through the group commit (a baseline for
+    /// measurements: slower under concurrent writers).
+    #[arg(long)]
+    pub no_group: bool,
+    /// Directory for GET /_backup's temporary copy (default: the system's temporary one).
+    #[arg(long, value_name = "DIR")]
+    pub backup_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
 impl Command {
     /// The options every subcommand has.
     pub fn common(&self) -> &Common {
@@ -212,6 +246,7 @@ impl Command {
             Command::Readers(a) => &a.common,
             Command::Drop(a) => &a.common,
             Command::Migrate(a) => &a.common,
+            Command::Serve(a) => &a.common,
         }
     }
 }

@@ -41,6 +41,7 @@ fn command_name(c: &Command) -> &'static str {
         Command::Readers(_) => "readers",
         Command::Drop(_) => "drop",
         Command::Migrate(_) => "migrate",
+        Command::Serve(_) => "serve",
     }
 }
 
@@ -62,13 +63,26 @@ fn print_version() -> Result<(), CliError> {
     Ok(())
 }
 
+/// `cairn serve`: runs until SIGINT or SIGTERM.
+fn serve(a: &cairn_cli::cli::ServeArgs, path: EnvPath) -> Result<(), CliError> {
+    let mut cfg = cairn_server::Config::new(path.path);
+    cfg.no_subdir = path.no_subdir;
+    cfg.listen = a.listen;
+    cfg.lazy = a.lazy;
+    cfg.max_in_flight = a.max_in_flight;
+    cfg.max_body = a.max_body;
+    cfg.backup_dir = a.backup_dir.clone();
+    cfg.group_commit = !a.no_group;
+    cairn_server::serve(cfg).map_err(|e| CliError::Usage(format!("serving: {e}")))
+}
+
 fn run(cli: Cli) -> Result<(), CliError> {
     let Some(cmd) = cli.command else {
         if cli.version {
             return print_version();
         }
         return Err(CliError::Usage(
-            "a subcommand is needed: stat, dump, load, copy, check, readers, drop or migrate (see --help)"
+            "a subcommand is needed: stat, dump, load, copy, check, readers, drop, migrate or serve (see --help)"
                 .into(),
         ));
     };
@@ -117,6 +131,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Readers(a) => cairn_cli::readers::run(a, path, &mut out),
         Command::Drop(a) => cairn_cli::drop::run(a, path),
         Command::Migrate(_) => unreachable!("dispatched above"),
+        Command::Serve(a) => serve(a, path),
     };
     out.flush().map_err(|source| CliError::Io {
         what: "writing the output".into(),

@@ -1,0 +1,356 @@
+//! # cairn-server
+//!
+//! `cairn serve`: a JSON document server over one Cairn environment (docs/server.md). A
+//! collection is a named database; a document is a JSON object stored under its id with a
+//! version (its ETag). axum routes on hyper's HTTP/1.1 (keep-alive) over tokio.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let cfg = cairn_server::Config::new("/tmp/docs");
+//! let server = cairn_server::Server::bind(cfg).await?;
+//! println!("listening on {}", server.local_addr());
+//! server.run(std::future::pending()).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Layers, outermost first: JSON error bodies ([`error::json_errors`]), panic catching (a
+//! panicking handler answers 500), load shedding (503 once `max_in_flight` requests are being
+//! served), the body limit (413), a timeout per request (408; it covers reading the body, so
+//! slow clients are cut off). hyper's header-read timeout closes connections that send no
+//! complete request head in time, idle keep-alive connections included.
+//!
+//! Invariants:
+//! - Durability: a write is answered 2xx only after its group commit returned; in durable
+//!   mode (the default) that commit is flushed, so an acknowledged write survives a crash or
+//!   a power loss. In lazy mode (`Config::lazy`) a power loss may take about the last second
+//!   of acknowledged writes (the engine's `sync_every`), never the file's consistency; a
+//!   process crash alone loses nothing committed.
+//! - The event loop never waits on the engine: every transaction runs on the blocking pool
+//!   (module `routes`).
+//! - Every error response is JSON (module `error`).
+
+pub mod decode;
+pub mod error;
+mod routes;
+pub mod store;
+
+use axum::error_handling::HandleErrorLayer;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use cairn::{Durability, Env};
+use error::ApiError;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tower::ServiceBuilder;
+
+/// A boxed error for the server's setup and run.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What to serve and how.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The environment (a directory, or the data file with `no_subdir`).
+    pub path: PathBuf,
+    /// The path is the data file itself.
+    pub no_subdir: bool,
+    /// Where to listen (port 0: any free port; see [`Server::local_addr`]).
+    pub listen: SocketAddr,
+    /// Serve from the engine's lazy mode (see the crate's invariants).
+    pub lazy: bool,
+    /// Largest request body, bytes (413 beyond).
+    pub max_body: usize,
+    /// Requests served at once; more are answered 503 at once rather than queued without bound.
+    pub max_in_flight: usize,
+    /// Longest time for one request, body included (408 beyond).
+    pub request_timeout: Duration,
+    /// Longest time to wait for a request's head, idle keep-alive connections included.
+    pub header_timeout: Duration,
+    /// Where `GET /_backup` writes its temporary copy (the system's temporary directory if
+    /// none).
+    pub backup_dir: Option<PathBuf>,
+    /// Most collections (the engine's `max_dbs`).
+    pub max_collections: u32,
+    /// Reads (and backups) running on the blocking pool at once; more wait as tasks. Reads
+    /// are short and CPU-bound: a few per core keep the cores busy without thrashing.
+    pub read_threads: usize,
+    /// Writers waiting in the group commit at once; more wait as tasks. A group takes the
+    /// writers queued while the previous commit flushed, so this bounds the group size, and
+    /// with it what one flush can carry.
+    pub write_threads: usize,
+    /// Writes share commits through the engine's group commit (the default). Off, each
+    /// request commits (and in durable mode flushes) alone: the baseline it is measured
+    /// against (docs/bench/serve).
+    pub group_commit: bool,
+}
+
+impl Config {
+    /// Defaults: 127.0.0.1:8080, durable, 8 MiB bodies, 1,024 requests in flight, 30 s
+    /// per request and per request head, 1,024 collections.
+    pub fn new(path: impl Into<PathBuf>) -> Config {
+        Config {
+            path: path.into(),
+            no_subdir: false,
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            lazy: false,
+            max_body: 8 << 20,
+            max_in_flight: 1024,
+            request_timeout: Duration::from_secs(30),
+            header_timeout: Duration::from_secs(30),
+            backup_dir: None,
+            max_collections: 1024,
+            read_threads: 16,
+            write_threads: 256,
+            group_commit: true,
+        }
+    }
+
+    /// Opens the environment as configured.
+    pub fn open_env(&self) -> cairn::Result<Env> {
+        let durability = if self.lazy {
+            Durability::Lazy
+        } else {
+            Durability::Durable
+        };
+        Env::options()
+            .durability(durability)
+            .no_subdir(self.no_subdir)
+            .max_dbs(self.max_collections)
+            // One reader per read thread at most (reads run behind the read gate), and room
+            // for other processes' readers.
+            .max_readers((self.read_threads as u32).saturating_add(110))
+            .open(&self.path)
+    }
+}
+
+/// Limits the handlers read.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// See [`Config::max_body`].
+    pub max_body: usize,
+    /// See [`Config::max_in_flight`].
+    pub max_in_flight: usize,
+    /// See [`Config::backup_dir`].
+    pub backup_dir: Option<PathBuf>,
+}
+
+/// What every handler shares.
+pub struct AppState {
+    /// The environment.
+    pub env: Env,
+    versions: store::Versions,
+    ids: store::IdGen,
+    max_id: usize,
+    limits: Limits,
+    read_gate: tokio::sync::Semaphore,
+    write_gate: tokio::sync::Semaphore,
+    group_commit: bool,
+}
+
+impl AppState {
+    /// State over an open environment.
+    pub fn new(env: Env, cfg: &Config) -> Arc<AppState> {
+        Arc::new(AppState {
+            max_id: env.max_key_size(),
+            env,
+            versions: Default::default(),
+            ids: Default::default(),
+            limits: Limits {
+                max_body: cfg.max_body,
+                max_in_flight: cfg.max_in_flight,
+                backup_dir: cfg.backup_dir.clone(),
+            },
+            read_gate: tokio::sync::Semaphore::new(cfg.read_threads.max(1)),
+            write_gate: tokio::sync::Semaphore::new(cfg.write_threads.max(1)),
+            group_commit: cfg.group_commit,
+        })
+    }
+}
+
+/// The routes alone, without the layers (see [`with_layers`]).
+pub fn routes(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/_health", get(routes::health))
+        .route("/_stats", get(routes::stats))
+        .route("/_backup", get(routes::backup))
+        .route("/{collection}", get(routes::list).post(routes::post_doc))
+        .route("/{collection}/_bulk", post(routes::bulk))
+        .route(
+            "/{collection}/",
+            get(routes::empty_id)
+                .put(routes::empty_id)
+                .delete(routes::empty_id),
+        )
+        .route(
+            "/{collection}/{id}",
+            get(routes::get_doc)
+                .put(routes::put_doc)
+                .delete(routes::delete_doc),
+        )
+        .fallback(routes::not_found)
+        .with_state(state)
+}
+
+/// Wraps a router in the server's layers (see the crate's documentation). Public so that
+/// tests can wrap routes of their own (a handler that panics) the same way.
+pub fn with_layers(router: Router, cfg: &Config) -> Router {
+    let layers = ServiceBuilder::new()
+        .layer(axum::middleware::map_response(error::json_errors))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(on_panic))
+        .layer(HandleErrorLayer::new(on_overload))
+        .load_shed()
+        // Global: `Router::layer` makes one service per route, and a plain concurrency limit
+        // would then count each route's requests apart.
+        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
+            cfg.max_in_flight.max(1),
+        ))
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(cfg.max_body))
+        // Innermost, so that its 408 has a plain body type (the body limit's wrapper is no
+        // `Default`); it still covers reading the body, which the handlers do.
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            cfg.request_timeout,
+        ));
+    router.layer(layers)
+}
+
+/// The application: routes and layers.
+pub fn router(state: Arc<AppState>, cfg: &Config) -> Router {
+    with_layers(routes(state), cfg)
+}
+
+fn on_panic(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    // The panic's message went to stderr through the panic hook; the client gets no detail
+    // of the server's internals.
+    ApiError::internal("the server failed on this request").into_response()
+}
+
+async fn on_overload(e: tower::BoxError) -> ApiError {
+    if e.is::<tower::load_shed::error::Overloaded>() {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "server busy, retry later")
+    } else {
+        ApiError::internal("middleware error").with_detail(serde_json::json!(e.to_string()))
+    }
+}
+
+/// A bound server, not yet serving.
+pub struct Server {
+    listener: tokio::net::TcpListener,
+    router: Router,
+    header_timeout: Duration,
+    state: Arc<AppState>,
+}
+
+impl Server {
+    /// Opens the environment and binds the listening socket.
+    pub async fn bind(cfg: Config) -> Result<Server, BoxError> {
+        Server::bind_with(cfg, router).await
+    }
+
+    /// As [`Server::bind`], with the application built by `app` (tests add routes of their
+    /// own to [`routes`] and wrap them with [`with_layers`]).
+    pub async fn bind_with(
+        cfg: Config,
+        app: impl FnOnce(Arc<AppState>, &Config) -> Router,
+    ) -> Result<Server, BoxError> {
+        let c = cfg.clone();
+        let env = tokio::task::spawn_blocking(move || c.open_env()).await??;
+        let listener = tokio::net::TcpListener::bind(cfg.listen).await?;
+        let state = AppState::new(env, &cfg);
+        Ok(Server {
+            listener,
+            router: app(state.clone(), &cfg),
+            header_timeout: cfg.header_timeout,
+            state,
+        })
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
+    }
+
+    /// The environment served.
+    pub fn env(&self) -> &Env {
+        &self.state.env
+    }
+
+    /// Serves until `shutdown` completes, then stops accepting, lets the connections finish
+    /// their requests (at most 10 s) and returns.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), BoxError> {
+        use hyper_util::rt::{TokioIo, TokioTimer};
+        let mut http = hyper::server::conn::http1::Builder::new();
+        http.timer(TokioTimer::new())
+            .header_read_timeout(self.header_timeout)
+            .keep_alive(true);
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        tokio::pin!(shutdown);
+        loop {
+            let conn = tokio::select! {
+                r = self.listener.accept() => r,
+                () = &mut shutdown => break,
+            };
+            let stream = match conn {
+                Ok((s, _)) => s,
+                Err(_) => {
+                    // Out of file descriptors and the like: pause rather than spin; the
+                    // connections already open go on.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+            };
+            // Small JSON responses: no Nagle delay behind the client's delayed ACK.
+            let _ = stream.set_nodelay(true);
+            let svc = hyper_util::service::TowerToHyperService::new(self.router.clone());
+            let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), svc));
+            tokio::spawn(async move {
+                let _ = conn.await;
+            });
+        }
+        drop(self.listener);
+        tokio::select! {
+            () = graceful.shutdown() => {}
+            () = tokio::time::sleep(Duration::from_secs(10)) => {}
+        }
+        Ok(())
+    }
+}
+
+/// `cairn serve`: runs a server on a runtime of its own until SIGINT or SIGTERM; prints
+/// `listening on ADDR` on stdout once bound.
+pub fn serve(cfg: Config) -> Result<(), BoxError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        // The gates (Config::read_threads, write_threads) bound the blocking threads in use;
+        // a few more for the runtime's own file I/O (a backup's stream).
+        .max_blocking_threads(cfg.read_threads + cfg.write_threads + 8)
+        .build()?;
+    rt.block_on(async move {
+        let server = Server::bind(cfg).await?;
+        {
+            use std::io::Write;
+            let mut out = std::io::stdout();
+            writeln!(out, "listening on {}", server.local_addr())?;
+            out.flush()?;
+        }
+        server.run(shutdown_signal()).await
+    })
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

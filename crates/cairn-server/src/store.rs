@@ -1,0 +1,487 @@
+//! The documents in the engine: the stored form, versions, assigned ids, and the synchronous
+//! operations the handlers run on the blocking pool (reads in a read transaction, writes
+//! inside [`cairn::Env::write_grouped`]).
+//!
+//! Stored form (docs/server.md, "Stored form"): key = the id's UTF-8 bytes, value =
+//! `[FORMAT = 1][version: u64 big-endian][the document's JSON bytes]`.
+//!
+//! Invariants:
+//! - A collection is a named database created by the first write into it; nothing else of
+//!   the server is stored (the main database holds only the collections' records).
+//! - Versions are unique across the environment and grow with every write of a document:
+//!   `txn_id << 24 | n`, where `n` counts the writes of that transaction (closures of one group
+//!   run one after another on the leader's thread, under `Versions`' lock). A later
+//!   transaction has a larger id, so a document deleted and created again never gets back an
+//!   earlier ETag.
+//! - A conditional write evaluates its condition and writes in the same transaction, so no
+//!   other write comes between (one writer at a time).
+//! - A failed condition or missing document changes nothing, the collection's creation
+//!   included (it is checked before `create_db`).
+
+use crate::decode::{self, BulkItem, BulkOp, Condition};
+use crate::error::ApiError;
+use axum::http::StatusCode;
+use cairn::{Database, DbFlags, Env, PutFlags, RwTxn};
+use serde_json::{json, Value};
+use std::ops::Bound;
+use std::sync::Mutex;
+
+/// The stored form's format byte.
+const FORMAT: u8 = 1;
+/// Bytes before the document.
+pub const HEADER: usize = 9;
+/// Bits of a version below the transaction id.
+const SEQ_BITS: u32 = 24;
+
+/// Encodes a stored value.
+pub fn encode(version: u64, doc: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(HEADER + doc.len());
+    v.push(FORMAT);
+    v.extend_from_slice(&version.to_be_bytes());
+    v.extend_from_slice(doc);
+    v
+}
+
+/// Decodes a stored value into its version and document.
+pub fn decode(v: &[u8]) -> Result<(u64, &[u8]), ApiError> {
+    if v.len() < HEADER || v[0] != FORMAT {
+        return Err(ApiError::internal(
+            "a stored document has an unknown format",
+        ));
+    }
+    let mut ver = [0u8; 8];
+    ver.copy_from_slice(&v[1..HEADER]);
+    Ok((u64::from_be_bytes(ver), &v[HEADER..]))
+}
+
+/// Hands out versions (see the module's invariants).
+#[derive(Default)]
+pub struct Versions {
+    last: Mutex<(u64, u64)>,
+}
+
+impl Versions {
+    /// The next version for a write in `txn`.
+    fn next(&self, txn: &RwTxn<'_>) -> Result<u64, ApiError> {
+        let id = txn.id();
+        let mut g = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let n = if g.0 == id { g.1 + 1 } else { 0 };
+        if n >= 1 << SEQ_BITS || id >= 1 << (64 - SEQ_BITS) {
+            return Err(ApiError::internal(
+                "version space of the transaction exhausted",
+            ));
+        }
+        *g = (id, n);
+        Ok(id << SEQ_BITS | n)
+    }
+}
+
+/// Time-ordered 128-bit ids: 48 bits of Unix milliseconds, then 80 bits that start random in
+/// each millisecond and count up within one; rendered in Crockford's base32 (26 characters),
+/// whose order is the numbers' order. Strictly increasing within a process (a clock that
+/// goes back is ignored), unique across processes by the random part.
+#[derive(Default)]
+pub struct IdGen {
+    last: Mutex<u128>,
+}
+
+impl IdGen {
+    /// A new id.
+    pub fn next(&self) -> String {
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis())
+            & ((1 << 48) - 1);
+        let mut g = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let fresh = ms << 80 | (random_u128() & ((1 << 79) - 1));
+        // Within one millisecond (or if the clock went back), count up from the last id.
+        let v = if fresh >> 80 > *g >> 80 {
+            fresh
+        } else {
+            *g + 1
+        };
+        *g = v;
+        base32(v)
+    }
+}
+
+/// 128 random bits from the standard library's per-process random hash keys (no extra
+/// dependency; ids need uniqueness, not secrecy).
+fn random_u128() -> u128 {
+    use std::hash::{BuildHasher, Hasher};
+    let s = std::collections::hash_map::RandomState::new();
+    let mut h1 = s.build_hasher();
+    h1.write_u64(1);
+    let mut h2 = s.build_hasher();
+    h2.write_u64(2);
+    (h1.finish() as u128) << 64 | h2.finish() as u128
+}
+
+fn base32(mut v: u128) -> String {
+    const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+    let mut out = [0u8; 26];
+    for c in out.iter_mut().rev() {
+        *c = ALPHABET[(v & 31) as usize];
+        v >>= 5;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// What a write did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Written {
+    /// The document's new version.
+    pub version: u64,
+    /// It did not exist before.
+    pub created: bool,
+}
+
+/// Conditions of a write.
+#[derive(Debug, Clone, Default)]
+pub struct Preconditions {
+    /// `If-Match`.
+    pub if_match: Option<Condition>,
+    /// `If-None-Match` (`*`: create only).
+    pub if_none_match: Option<Condition>,
+}
+
+impl Preconditions {
+    fn check(&self, current: Option<u64>) -> Result<(), ApiError> {
+        if let Some(c) = &self.if_match {
+            if !c.matches(current) {
+                return Err(
+                    ApiError::precondition("If-Match does not match the document")
+                        .with_detail(json!({ "version": current.map(decode::version_str) })),
+                );
+            }
+        }
+        if let Some(c) = &self.if_none_match {
+            if c.matches(current) {
+                return Err(ApiError::precondition("If-None-Match: the document exists")
+                    .with_detail(json!({ "version": current.map(decode::version_str) })));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The collection's database in a write transaction, if it exists.
+fn open_existing(txn: &mut RwTxn<'_>, coll: &str) -> Result<Option<Database>, ApiError> {
+    match txn.open_db(Some(coll)) {
+        Ok(db) => Ok(Some(db)),
+        Err(cairn::Error::DbNotFound { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn current_version(
+    txn: &RwTxn<'_>,
+    db: Option<Database>,
+    id: &str,
+) -> Result<Option<u64>, ApiError> {
+    let Some(db) = db else { return Ok(None) };
+    match txn.get(db, id.as_bytes())? {
+        Some(v) => Ok(Some(decode(v)?.0)),
+        None => Ok(None),
+    }
+}
+
+/// Writes one document (inside a write transaction).
+pub fn put(
+    txn: &mut RwTxn<'_>,
+    versions: &Versions,
+    coll: &str,
+    id: &str,
+    doc: &[u8],
+    pre: &Preconditions,
+) -> Result<Written, ApiError> {
+    let existing = open_existing(txn, coll)?;
+    let current = current_version(txn, existing, id)?;
+    pre.check(current)?;
+    let db = match existing {
+        Some(db) => db,
+        None => txn.create_db(Some(coll), DbFlags::CREATE)?,
+    };
+    let version = versions.next(txn)?;
+    txn.put(db, id.as_bytes(), &encode(version, doc), PutFlags::empty())?;
+    Ok(Written {
+        version,
+        created: current.is_none(),
+    })
+}
+
+/// Deletes one document (inside a write transaction); 404 if it or its collection is missing.
+pub fn delete(
+    txn: &mut RwTxn<'_>,
+    coll: &str,
+    id: &str,
+    pre: &Preconditions,
+) -> Result<u64, ApiError> {
+    let Some(db) = open_existing(txn, coll)? else {
+        return Err(ApiError::not_found("no such collection"));
+    };
+    let current = current_version(txn, Some(db), id)?;
+    pre.check(current)?;
+    let Some(v) = current else {
+        return Err(ApiError::not_found("no such document"));
+    };
+    txn.delete(db, id.as_bytes())?;
+    Ok(v)
+}
+
+/// Runs a bulk request's items in one transaction; one JSON result per item, in order. An
+/// item's failure (a bad id, a failed condition) is its result and changes nothing; the
+/// others are written. Engine errors (disk full, ...) fail the whole request.
+pub fn bulk(
+    txn: &mut RwTxn<'_>,
+    versions: &Versions,
+    ids: &IdGen,
+    coll: &str,
+    items: &[BulkItem],
+    max_id: usize,
+) -> Result<Vec<Value>, ApiError> {
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let id = item.id.clone().unwrap_or_else(|| ids.next());
+        let pre = Preconditions {
+            if_match: item.if_match.map(|v| Condition::Versions(vec![v])),
+            if_none_match: (item.op == BulkOp::Create).then_some(Condition::Any),
+        };
+        let r = decode::id(&id, max_id).and_then(|()| match (item.op, &item.doc) {
+            (BulkOp::Delete, _) => delete(txn, coll, &id, &pre).map(|_| (StatusCode::OK, None)),
+            (_, Some(doc)) => put(txn, versions, coll, &id, doc, &pre).map(|w| {
+                let st = if w.created {
+                    StatusCode::CREATED
+                } else {
+                    StatusCode::OK
+                };
+                (st, Some(w.version))
+            }),
+            (_, None) => Err(ApiError::bad_request("no doc")),
+        });
+        out.push(match r {
+            Ok((st, version)) => json!({
+                "id": id,
+                "status": st.as_u16(),
+                "version": version.map(decode::version_str),
+            }),
+            // Storage errors are not an item's: they fail the request (and its transaction).
+            Err(e)
+                if e.status.is_server_error() || e.status == StatusCode::INSUFFICIENT_STORAGE =>
+            {
+                return Err(e)
+            }
+            Err(e) => json!({
+                "id": id,
+                "status": e.status.as_u16(),
+                "error": e.error,
+                "detail": e.detail,
+            }),
+        });
+    }
+    Ok(out)
+}
+
+/// Opens a collection for reading; 404 if it does not exist.
+fn open_read(txn: &cairn::RoTxn<'_>, coll: &str) -> Result<Database, ApiError> {
+    match txn.open_db(Some(coll)) {
+        Ok(db) => Ok(db),
+        Err(cairn::Error::DbNotFound { .. }) => Err(ApiError::not_found("no such collection")),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Reads one document: its version and bytes.
+pub fn get(env: &Env, coll: &str, id: &str) -> Result<(u64, Vec<u8>), ApiError> {
+    let txn = env.read_txn()?;
+    let db = open_read(&txn, coll)?;
+    let Some(v) = txn.get(db, id.as_bytes())? else {
+        return Err(ApiError::not_found("no such document"));
+    };
+    let (version, doc) = decode(v)?;
+    Ok((version, doc.to_vec()))
+}
+
+/// A listing's parameters (`GET /{collection}?start=&end=&limit=&reverse=&cursor=`).
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+pub struct ListQuery {
+    /// First id (inclusive).
+    pub start: Option<String>,
+    /// Last id (exclusive).
+    pub end: Option<String>,
+    /// Items per page (default 100, at most 1,000).
+    pub limit: Option<usize>,
+    /// Descending id order.
+    #[serde(default)]
+    pub reverse: bool,
+    /// The `next` of the previous page: resume after that id.
+    pub cursor: Option<String>,
+}
+
+/// An entry of a range iteration.
+type Entry<'t> = cairn::Result<(&'t [u8], &'t [u8])>;
+
+/// Default page of a listing.
+pub const LIST_DEFAULT: usize = 100;
+/// Largest page of a listing: one read transaction and one response buffer hold it.
+pub const LIST_MAX: usize = 1000;
+
+/// Lists a collection in id order: `{"items": [{"id", "version", "doc"}...], "next": token}`.
+/// The token is the last id returned, hex-encoded; `next` is null on the last page.
+pub fn list(env: &Env, coll: &str, q: &ListQuery) -> Result<Vec<u8>, ApiError> {
+    let limit = q.limit.unwrap_or(LIST_DEFAULT);
+    if limit == 0 || limit > LIST_MAX {
+        return Err(ApiError::bad_request("limit must be 1 to 1000").with_detail(json!(limit)));
+    }
+    let cursor = match &q.cursor {
+        Some(c) => Some(unhex(c).ok_or_else(|| ApiError::bad_request("bad cursor"))?),
+        None => None,
+    };
+    let mut lo = q
+        .start
+        .as_ref()
+        .map_or(Bound::Unbounded, |s| Bound::Included(s.as_bytes()));
+    let mut hi = q
+        .end
+        .as_ref()
+        .map_or(Bound::Unbounded, |s| Bound::Excluded(s.as_bytes()));
+    if let Some(c) = cursor.as_deref() {
+        // The cursor is inside [start, end) when it came from this listing; it only narrows.
+        if q.reverse {
+            hi = tighter_hi(hi, c);
+        } else {
+            lo = tighter_lo(lo, c);
+        }
+    }
+    let txn = env.read_txn()?;
+    let db = open_read(&txn, coll)?;
+    if empty_range(lo, hi) {
+        return Ok(br#"{"items":[],"next":null}"#.to_vec());
+    }
+    let it = txn.range(db, (lo, hi))?;
+    let it: Box<dyn Iterator<Item = Entry<'_>>> = if q.reverse {
+        Box::new(it.rev())
+    } else {
+        Box::new(it)
+    };
+    let mut body = b"{\"items\":[".to_vec();
+    let mut last: Option<Vec<u8>> = None;
+    let mut more = false;
+    for (n, item) in it.enumerate() {
+        let (k, v) = item?;
+        if n == limit {
+            // One entry past the page: there is a next page, and it starts after `last`.
+            more = true;
+            break;
+        }
+        let (version, doc) = decode(v)?;
+        if n > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(b"{\"id\":");
+        serde_json::to_writer(&mut body, &String::from_utf8_lossy(k))
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        body.extend_from_slice(format!(",\"version\":\"{version:x}\",\"doc\":").as_bytes());
+        body.extend_from_slice(doc);
+        body.push(b'}');
+        last = Some(k.to_vec());
+    }
+    body.extend_from_slice(b"],\"next\":");
+    match (more, last) {
+        (true, Some(k)) => body.extend_from_slice(format!("\"{}\"", hex(&k)).as_bytes()),
+        _ => body.extend_from_slice(b"null"),
+    }
+    body.push(b'}');
+    Ok(body)
+}
+
+fn tighter_lo<'a>(lo: Bound<&'a [u8]>, c: &'a [u8]) -> Bound<&'a [u8]> {
+    match lo {
+        Bound::Included(s) | Bound::Excluded(s) if s > c => lo,
+        _ => Bound::Excluded(c),
+    }
+}
+
+fn tighter_hi<'a>(hi: Bound<&'a [u8]>, c: &'a [u8]) -> Bound<&'a [u8]> {
+    match hi {
+        Bound::Included(s) | Bound::Excluded(s) if s < c => hi,
+        _ => Bound::Excluded(c),
+    }
+}
+
+/// Whether the bounds hold no key (the engine's range wants lo <= hi).
+fn empty_range(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
+    match (lo, hi) {
+        (Bound::Included(a), Bound::Included(b)) => a > b,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
+            a >= b
+        }
+        _ => false,
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) || s.is_empty() {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| s.get(i..i + 2).and_then(|p| u8::from_str_radix(p, 16).ok()))
+        .collect()
+}
+
+/// `GET /_stats`: the collections with their document counts, and the environment's figures.
+pub fn stats(env: &Env) -> Result<Value, ApiError> {
+    let txn = env.read_txn()?;
+    let mut colls = serde_json::Map::new();
+    for name in txn.db_names()? {
+        let db = txn.open_db(Some(&name))?;
+        let st = txn.stat(db)?;
+        colls.insert(
+            name,
+            json!({ "documents": st.entries, "depth": st.depth, "pages": st.branch_pages + st.leaf_pages + st.overflow_pages }),
+        );
+    }
+    drop(txn);
+    let info = env.info()?;
+    Ok(json!({
+        "collections": colls,
+        "env": {
+            "path": env.path().map(|p| p.display().to_string()),
+            "durability": format!("{:?}", env.durability()).to_lowercase(),
+            "page_size": info.page_size,
+            "file_size": info.file_size,
+            "last_txnid": info.last_txnid,
+            "readers": info.readers,
+            "max_readers": info.max_readers,
+            "free_pages": info.free_pages,
+            "max_key_size": env.max_key_size(),
+        }
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_sort_in_creation_order() {
+        let g = IdGen::default();
+        let ids: Vec<String> = (0..1000).map(|_| g.next()).collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]));
+        assert!(ids.iter().all(|i| i.len() == 26));
+    }
+
+    #[test]
+    fn stored_form_round_trips() {
+        let v = encode(0xabcdef, b"{}");
+        assert_eq!(decode(&v).unwrap(), (0xabcdef, &b"{}"[..]));
+        assert!(decode(b"\x02abcdefgh{}").is_err());
+        assert_eq!(unhex(&hex(b"a\xffz")).unwrap(), b"a\xffz");
+        assert!(unhex("zz").is_none());
+    }
+}
