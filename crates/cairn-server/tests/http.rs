@@ -456,9 +456,18 @@ fn a_burst_beyond_capacity_gets_503_not_a_collapse() {
             c
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(300));
+    // They take their places once the server has read their heads: poll until it is full
+    // (on a loaded machine that may take a moment).
     let mut c = s.conn();
-    let e = c.get("/_health").assert_error(503);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let r = loop {
+        let r = c.get("/_health");
+        if r.status != 200 || std::time::Instant::now() > deadline {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let e = r.assert_error(503);
     assert!(e["error"].as_str().unwrap().contains("busy"));
     // Finishing them frees the places.
     for h in &mut holders {
