@@ -45,6 +45,37 @@ fn open(dir: &Path, lazy: bool) -> Env {
     Env::options().durability(mode).open(dir).unwrap()
 }
 
+/// This test binary re-run as the child of `round` (stdout and stderr piped).
+fn child(dir: &Path, round: u32, lazy: bool) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "child_entry",
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--quiet",
+    ])
+    .env("CAIRN_GK_DIR", dir)
+    .env("CAIRN_GK_ROUND", round.to_string())
+    .env("CAIRN_GK_MODE", if lazy { "lazy" } else { "durable" })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    cmd
+}
+
+/// A child's `ack r t i` / `fail r t i` line as ((r, t, i), acknowledged); None for the test
+/// harness's own lines.
+fn parse_told(line: &str) -> Option<((u32, u32, u32), bool)> {
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let acked = match w.first() {
+        Some(&"ack") => true,
+        Some(&"fail") => false,
+        _ => return None,
+    };
+    let n = |k: usize| w[k].parse::<u32>().unwrap();
+    Some(((n(1), n(2), n(3)), acked))
+}
+
 /// The child: writes until killed (or a bound of closures per thread).
 #[test]
 #[ignore = "run by grouped_writers_killed in a child process"]
@@ -115,19 +146,7 @@ fn grouped_writers_killed() {
     let (mut by_point, mut acked_total) = (0, 0);
     for round in 0..kills {
         let lazy = round % 2 == 1;
-        let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args([
-            "child_entry",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--quiet",
-        ])
-        .env("CAIRN_GK_DIR", dir.path())
-        .env("CAIRN_GK_ROUND", round.to_string())
-        .env("CAIRN_GK_MODE", if lazy { "lazy" } else { "durable" })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        let mut cmd = child(dir.path(), round, lazy);
         let at_point = rng.below(2) == 0;
         if at_point {
             let p = points[rng.below(points.len() as u64) as usize];
@@ -164,17 +183,9 @@ fn grouped_writers_killed() {
         );
         by_point += usize::from(err.contains("cairn failpoint"));
         for l in lines.join().unwrap() {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            let n = |k: usize| w[k].parse::<u32>().unwrap();
-            match w.first() {
-                Some(&"ack") => {
-                    told.insert((n(1), n(2), n(3)), true);
-                    acked_total += 1;
-                }
-                Some(&"fail") => {
-                    told.insert((n(1), n(2), n(3)), false);
-                }
-                _ => {}
+            if let Some((key, acked)) = parse_told(&l) {
+                told.insert(key, acked);
+                acked_total += usize::from(acked);
             }
         }
         check(dir.path(), lazy, &told, round);
@@ -236,20 +247,8 @@ fn two_processes_of_grouped_writers() {
         let children: Vec<_> = [1000u32, 1001]
             .iter()
             .map(|&round| {
-                Command::new(std::env::current_exe().unwrap())
-                    .args([
-                        "child_entry",
-                        "--exact",
-                        "--ignored",
-                        "--nocapture",
-                        "--quiet",
-                    ])
-                    .env("CAIRN_GK_DIR", dir.path())
-                    .env("CAIRN_GK_ROUND", (round + u32::from(lazy) * 10).to_string())
-                    .env("CAIRN_GK_MODE", if lazy { "lazy" } else { "durable" })
+                child(dir.path(), round + u32::from(lazy) * 10, lazy)
                     .env("CAIRN_GK_LIMIT", "150")
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
                     .spawn()
                     .unwrap()
             })
@@ -263,14 +262,7 @@ fn two_processes_of_grouped_writers() {
                 String::from_utf8_lossy(&out.stderr)
             );
             for l in String::from_utf8_lossy(&out.stdout).lines() {
-                let w: Vec<&str> = l.split_whitespace().collect();
-                let acked = match w.first() {
-                    Some(&"ack") => true,
-                    Some(&"fail") => false,
-                    _ => continue, // the test harness's own lines
-                };
-                let n = |k: usize| w[k].parse::<u32>().unwrap();
-                told.insert((n(1), n(2), n(3)), acked);
+                told.extend(parse_told(l));
             }
         }
         assert_eq!(
