@@ -12,42 +12,12 @@ use std::time::{Duration, Instant};
 
 const CAIRN: &str = env!("CARGO_BIN_EXE_cairn");
 
-fn python() -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut c: Vec<PathBuf> = std::env::var_os("CAIRN_LMDB_PYTHON")
-        .map(PathBuf::from)
-        .into_iter()
-        .collect();
-    c.push(root.join(".venv/bin/python"));
-    c.push(PathBuf::from("/usr/bin/python3"));
-    let p = c.into_iter().find(|p| {
-        Command::new(p)
-            .args(["-c", "import lmdb"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    if p.is_none() {
-        eprintln!("WARNING: no Python with the lmdb module (make py-venv): LMDB-environment tests skipped");
-    }
-    p
-}
+#[path = "../../cairn-lmdb/tests/support/oracle.rs"]
+mod oracle;
+use oracle::gen;
 
-fn gen(py: &Path, kind: &str, seed: u64) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cairn-lmdb/tests/gen_lmdb.py");
-    let o = Command::new(py)
-        .arg(&script)
-        .arg(dir.path())
-        .arg(seed.to_string())
-        .arg(kind)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "gen_lmdb.py {kind}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    dir
+fn python() -> Option<PathBuf> {
+    oracle::need_python("LMDB-environment tests")
 }
 
 fn run(args: &[&str], path: &Path) -> std::process::Output {

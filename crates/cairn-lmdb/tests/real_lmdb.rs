@@ -11,48 +11,12 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// A Python with the `lmdb` module: $CAIRN_LMDB_PYTHON, the repository's .venv (`make
-/// py-venv`), or the system's (Debian's python3-lmdb).
-fn python() -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut c: Vec<PathBuf> = std::env::var_os("CAIRN_LMDB_PYTHON")
-        .map(PathBuf::from)
-        .into_iter()
-        .collect();
-    c.push(root.join(".venv/bin/python"));
-    c.push(PathBuf::from("/usr/bin/python3"));
-    c.into_iter().find(|p| {
-        Command::new(p)
-            .args(["-c", "import lmdb"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    })
-}
+#[path = "support/oracle.rs"]
+mod oracle;
+use oracle::gen;
 
 fn need_python() -> Option<PathBuf> {
-    let p = python();
-    if p.is_none() {
-        eprintln!("WARNING: no Python with the lmdb module (make py-venv, or apt-get install python3-lmdb): real-LMDB tests skipped");
-    }
-    p
-}
-
-fn gen(py: &Path, kind: &str, seed: u64) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gen_lmdb.py");
-    let o = Command::new(py)
-        .arg(&script)
-        .arg(dir.path())
-        .arg(seed.to_string())
-        .arg(kind)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "gen_lmdb.py {kind}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    dir
+    oracle::need_python("real-LMDB tests")
 }
 
 fn hex(b: &[u8]) -> String {
