@@ -20,6 +20,21 @@ fn python() -> Option<PathBuf> {
     oracle::need_python("LMDB-environment tests")
 }
 
+/// `cairn check [-n] PATH` exits 0.
+fn check_passes(p: &Path, no_subdir: bool, kind: &str) {
+    let args: &[&str] = if no_subdir {
+        &["check", "-n"]
+    } else {
+        &["check"]
+    };
+    let ck = run(args, p);
+    assert!(
+        ck.status.success(),
+        "{kind}: check: {}",
+        String::from_utf8_lossy(&ck.stderr)
+    );
+}
+
 fn run(args: &[&str], path: &Path) -> std::process::Output {
     Command::new(CAIRN).args(args).arg(path).output().unwrap()
 }
@@ -154,19 +169,7 @@ fn dump_of_an_lmdb_environment_is_mdb_dumps() {
                 "{kind}: stat {args:?}"
             );
         }
-        let ck = run(
-            &if n {
-                vec!["check", "-n"]
-            } else {
-                vec!["check"]
-            },
-            &p,
-        );
-        assert!(
-            ck.status.success(),
-            "{kind}: check: {}",
-            String::from_utf8_lossy(&ck.stderr)
-        );
+        check_passes(&p, n, kind);
     }
 }
 
@@ -215,19 +218,7 @@ fn migrate_keeps_every_pair() {
             "{kind}: contents differ after migration"
         );
         // The command reads it now as Cairn's, and the checker agrees.
-        let ck = run(
-            &if n {
-                vec!["check", "-n"]
-            } else {
-                vec!["check"]
-            },
-            &p,
-        );
-        assert!(
-            ck.status.success(),
-            "{kind}: {}",
-            String::from_utf8_lossy(&ck.stderr)
-        );
+        check_passes(&p, n, kind);
         let again = run(&args, &p);
         assert!(
             again.status.success() && String::from_utf8_lossy(&again.stdout).contains("already")
