@@ -223,18 +223,7 @@ pub fn markdown(results: &Results) -> String {
          transactions-from-t-threads).\n",
         secs, results.repeat, results.date, results.command, results.total_secs
     );
-    let _ = writeln!(
-        s,
-        "**Machine:** {} · {} cores · {:.1} GiB RAM · {} · data directory on {}.\n",
-        m.cpu, m.cores, m.ram_gib, m.kernel, m.filesystem
-    );
-    let _ = writeln!(s, "**Cairn:** {}\n", results.cairn);
-    let versions: Vec<String> = results
-        .versions
-        .iter()
-        .map(|(k, v)| format!("{k} {v}"))
-        .collect();
-    let _ = writeln!(s, "**Engines:** {}.\n", versions.join(" · "));
+    crate::report::setup_lines(&mut s, m, &results.cairn, &results.versions);
     match &results.flush {
         Some(f) => {
             let _ = writeln!(

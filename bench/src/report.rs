@@ -311,18 +311,7 @@ pub fn markdown(results: &Results) -> String {
         results.command,
         results.total_secs
     );
-    let _ = writeln!(
-        s,
-        "**Machine:** {} · {} cores · {:.1} GiB RAM · {} · data directory on {}.\n",
-        m.cpu, m.cores, m.ram_gib, m.kernel, m.filesystem
-    );
-    let _ = writeln!(s, "**Cairn:** {}\n", results.cairn);
-    let versions: Vec<String> = results
-        .versions
-        .iter()
-        .map(|(k, v)| format!("{k} {v}"))
-        .collect();
-    let _ = writeln!(s, "**Engines:** {}.\n", versions.join(" · "));
+    setup_lines(&mut s, m, &results.cairn, &results.versions);
     let _ = writeln!(s, "## How to read the tables\n");
     let _ = writeln!(
         s,
@@ -413,4 +402,17 @@ mod tests {
         assert_eq!(format_value(Unit::OpsPerSec, 45_600.0), "46 k");
         assert_eq!(format_value(Unit::Micros, 12.34), "12.3");
     }
+}
+
+/// The report's machine, Cairn build and engine versions paragraphs (shared by every suite's
+/// report).
+pub fn setup_lines(s: &mut String, m: &Machine, cairn: &str, versions: &[(String, String)]) {
+    let _ = writeln!(
+        s,
+        "**Machine:** {} · {} cores · {:.1} GiB RAM · {} · data directory on {}.\n",
+        m.cpu, m.cores, m.ram_gib, m.kernel, m.filesystem
+    );
+    let _ = writeln!(s, "**Cairn:** {cairn}\n");
+    let versions: Vec<String> = versions.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let _ = writeln!(s, "**Engines:** {}.\n", versions.join(" · "));
 }
