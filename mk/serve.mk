@@ -33,7 +33,8 @@ BENCH_PEERS_ARGS ?= --seconds 5 --conns 1,100,1000,4000 --repeat 2 --mix
 SERVE_VENV := target/bench-serve-venv
 .PHONY: bench-serve-peers
 bench-serve-peers:
-	$(CARGO) build --release -p cairn-cli -p cairn-bench-serve-pg
+	$(CARGO) build --release -p cairn-cli
+	$(CARGO) build --release -p cairn-bench-serve-pg
 	@test -x $(OHA) || $(CARGO) install oha --locked --root target/tools
 	@test -x $(SERVE_VENV)/bin/gunicorn || { python3 -m venv $(SERVE_VENV) && \
 	  $(SERVE_VENV)/bin/pip install -q flask gunicorn lmdb matplotlib; }

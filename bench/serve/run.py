@@ -248,7 +248,7 @@ def requests(addr):
 def peers(a):
     """The --peers mode: every server named, each on a fresh store, the same runs."""
     out = os.path.join(a.out, "peers")
-    for rep in range(1, a.repeat + 1):
+    for rep in range(a.first_round, a.first_round + a.repeat):
         for name in a.peers.split(","):
             srv = {
                 "cairn": lambda: Cairn(a.cairn, False),
@@ -323,6 +323,8 @@ def main():
     ap.add_argument("--peers", default="", help="e.g. cairn,cairn-nogroup,flask,postgres")
     ap.add_argument("--serve-pg", default="target/release/cairn-bench-serve-pg")
     ap.add_argument("--repeat", type=int, default=1, help="--peers: rounds over the servers")
+    ap.add_argument("--first-round", type=int, default=1,
+                    help="--peers: number of the first round (to add rounds to a run's reports)")
     ap.add_argument("--mix", action="store_true", help="--peers: also the 90/10 mix")
     a = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
