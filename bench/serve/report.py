@@ -96,7 +96,10 @@ def main():
     mix = [(s, c) for s in servers for c in conns if runs.get((s, "mixget", c))]
     if mix:
         out.append("## 90/10 mix (two oha processes at once: GETs on 90% of the connections, "
-                   "POSTs on 10%)\n")
+                   "POSTs on 10%; no mix at 1 connection)\n")
+        out.append("Each side's figure is its own median over the rounds; the reads share is "
+                   "what the server gave each side, not a rate set by the client (each oha "
+                   "process runs a closed loop).\n")
         out.append("| server | conns | total req/s | reads/s | writes/s | reads share | "
                    "GET p99 ms | POST p99 ms | non-2xx | errors |")
         out.append("|---|---|---|---|---|---|---|---|---|---|")

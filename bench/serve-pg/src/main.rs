@@ -50,28 +50,48 @@ fn error(status: StatusCode, msg: impl std::fmt::Display) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-async fn create(State(pool): State<Arc<Pool>>, Path(coll): Path<String>, headers: HeaderMap, body: Bytes) -> Response {
+async fn create(
+    State(pool): State<Arc<Pool>>,
+    Path(coll): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     if !headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/json"))
     {
-        return error(StatusCode::UNSUPPORTED_MEDIA_TYPE, "content-type must be application/json");
+        return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "content-type must be application/json",
+        );
     }
     let doc: serde_json::Value = match serde_json::from_slice(&body) {
         Ok(v @ serde_json::Value::Object(_)) => v,
-        Ok(_) => return error(StatusCode::BAD_REQUEST, "the document must be a JSON object"),
+        Ok(_) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "the document must be a JSON object",
+            )
+        }
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     let id = format!("{:016x}", pool.id.fetch_add(1, Ordering::Relaxed));
     let c = pool.conn();
-    match c.client.execute(&c.insert, &[&coll, &id, &Json(&doc)]).await {
+    match c
+        .client
+        .execute(&c.insert, &[&coll, &id, &Json(&doc)])
+        .await
+    {
         Ok(_) => {
             let loc = format!("/{coll}/{id}");
             let body = serde_json::json!({ "id": id }).to_string();
             (
                 StatusCode::CREATED,
-                [(header::LOCATION, loc), (header::CONTENT_TYPE, "application/json".to_string())],
+                [
+                    (header::LOCATION, loc),
+                    (header::CONTENT_TYPE, "application/json".to_string()),
+                ],
                 body,
             )
                 .into_response()
@@ -86,7 +106,12 @@ async fn read(State(pool): State<Arc<Pool>>, Path((coll, id)): Path<(String, Str
         // The JSONB column read as text: PostgreSQL's own rendering of the stored document.
         Ok(Some(row)) => {
             let doc: String = row.get(0);
-            (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], doc).into_response()
+            (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "application/json")],
+                doc,
+            )
+                .into_response()
         }
         Ok(None) => error(StatusCode::NOT_FOUND, "no such document"),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
@@ -103,7 +128,9 @@ async fn main() {
     let size: usize = args[3].parse().expect("POOL: a number");
     let mut conns = Vec::with_capacity(size);
     for _ in 0..size {
-        let (client, conn) = tokio_postgres::connect(&args[2], NoTls).await.expect("connect");
+        let (client, conn) = tokio_postgres::connect(&args[2], NoTls)
+            .await
+            .expect("connect");
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 eprintln!("postgres connection: {e}");
@@ -124,10 +151,21 @@ async fn main() {
             .prepare("SELECT doc::text FROM docs WHERE coll = $1 AND id = $2")
             .await
             .expect("prepare");
-        conns.push(Conn { client, insert, select });
+        conns.push(Conn {
+            client,
+            insert,
+            select,
+        });
     }
-    let start = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_micros() as u64;
-    let pool = Arc::new(Pool { conns, next: AtomicUsize::new(0), id: AtomicU64::new(start) });
+    let start = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    let pool = Arc::new(Pool {
+        conns,
+        next: AtomicUsize::new(0),
+        id: AtomicU64::new(start),
+    });
     let app = Router::new()
         .route("/{coll}", post(create))
         .route("/{coll}/{id}", get(read))
