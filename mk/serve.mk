@@ -29,7 +29,7 @@ bench-serve:
 # mix at each connection count, BENCH_PEERS_REPEAT rounds; results.md and peers.png from
 # bench/serve/report.py.
 BENCH_PEERS ?= cairn,cairn-nogroup,flask,postgres
-BENCH_PEERS_ARGS ?= --seconds 5 --conns 1,100,1000,4000 --repeat 2 --mix
+BENCH_PEERS_ARGS ?= --seconds 5 --conns 1,100,1000,4000 --repeat 3 --mix
 SERVE_VENV := target/bench-serve-venv
 .PHONY: bench-serve-peers
 bench-serve-peers:
