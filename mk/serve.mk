@@ -21,3 +21,28 @@ bench-serve:
 	@test -x $(OHA) || $(CARGO) install oha --locked --root target/tools
 	python3 bench/serve/run.py --cairn target/release/cairn --oha $(OHA) \
 	  --out docs/bench/serve $(BENCH_SERVE_ARGS)
+
+# The issue's peers in one run (docs/bench/serve/README.md, "Peers"): `cairn serve` (group
+# commit), `cairn serve --no-group`, Flask + py-lmdb under gunicorn (venv target/bench-serve-venv,
+# from PyPI) and PostgreSQL with a JSONB table behind bench/serve-pg (a throwaway cluster under
+# target/bench-serve-pg; Debian's postgresql is installed when missing). POST, GET and a 90/10
+# mix at each connection count, BENCH_PEERS_REPEAT rounds; results.md and peers.png from
+# bench/serve/report.py.
+BENCH_PEERS ?= cairn,cairn-nogroup,flask,postgres
+BENCH_PEERS_ARGS ?= --seconds 5 --conns 1,100,1000,4000 --repeat 3 --mix
+SERVE_VENV := target/bench-serve-venv
+.PHONY: bench-serve-peers
+bench-serve-peers:
+	$(CARGO) build --release -p cairn-cli
+	$(CARGO) build --release -p cairn-bench-serve-pg
+	@test -x $(OHA) || $(CARGO) install oha --locked --root target/tools
+	@test -x $(SERVE_VENV)/bin/gunicorn || { python3 -m venv $(SERVE_VENV) && \
+	  $(SERVE_VENV)/bin/pip install -q flask gunicorn lmdb matplotlib; }
+	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get install -y postgresql || { $$SUDO apt-get update && $$SUDO apt-get install -y postgresql; }; }
+	rm -rf docs/bench/serve/peers
+	python3 bench/serve/run.py --cairn target/release/cairn --oha $(OHA) \
+	  --serve-pg target/release/cairn-bench-serve-pg --out docs/bench/serve \
+	  --peers $(BENCH_PEERS) $(BENCH_PEERS_ARGS)
+	$(SERVE_VENV)/bin/python bench/serve/report.py docs/bench/serve/peers

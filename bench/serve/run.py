@@ -8,6 +8,17 @@ sends its next request when the previous one is answered, so the figures are the
 capacity and the latency at that load (no coordinated-omission correction; a fixed-rate run
 is `--rate`). Writes oha's JSON report of each run and a table, results.md, into
 --out/durable or --out/lazy.
+
+With --peers (`make bench-serve-peers`), the same runs against each server named, one after
+the other in one invocation, each started here on a fresh store and stopped after its runs:
+`cairn` (durable, group commit), `cairn-nogroup` (`--no-group`: one transaction per request),
+`flask` (the published comparison's setup: Flask + py-lmdb under gunicorn, sync=True;
+bench/serve/flask_lmdb.py) and `postgres` (a throwaway PostgreSQL cluster under target/ with a
+JSONB table, synchronous_commit=on, behind bench/serve-pg, axum + tokio-postgres). Every server
+is pinned to core 0 (its helpers too: gunicorn's workers, PostgreSQL's backends), oha to core 1.
+Optionally a 90/10 mix (--mix): two oha processes at once, reads on 90% of the connections and
+POSTs on 10%. Reports go to --out/peers/<server>/<kind>-<conns>-<rep>.json; report.py turns
+them into results.md and the plot.
 """
 
 import argparse
@@ -19,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 DOC = {
@@ -55,6 +67,145 @@ def start_server(cairn, lazy, no_group):
     return p, d, line.split("listening on ", 1)[1].strip()
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TARGET = os.path.join(ROOT, "target")
+VENV = os.path.join(TARGET, "bench-serve-venv")
+# gunicorn's sync workers: (2 x cores) + 1 = 5 for the machine's 2 cores, gunicorn's own
+# rule of thumb; they share the server's core 0 (as every server here is on one core).
+FLASK_WORKERS = 5
+# tokio-postgres connections (PostgreSQL backends) of the PostgreSQL peer: 8, four per core of
+# the machine; the backends spend most of a durable write waiting on the WAL flush, which
+# PostgreSQL shares between the commits waiting for it.
+PG_POOL = 8
+
+
+def free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_http(addr, proc, secs=30):
+    deadline = time.time() + secs
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            sys.exit(f"server exited: {proc.returncode}")
+        try:
+            urllib.request.urlopen(f"http://{addr}/bench/00000", timeout=1).read()
+            return
+        except urllib.error.HTTPError:
+            return
+        except Exception:
+            time.sleep(0.2)
+    sys.exit(f"server at {addr} did not answer")
+
+
+class Flask:
+    """gunicorn + Flask + py-lmdb on a fresh environment, 10,000 documents preloaded."""
+
+    def start(self):
+        self.dir = tempfile.mkdtemp(prefix="cairn-bench-flask-")
+        py = os.path.join(VENV, "bin", "python")
+        # Preload with py-lmdb directly (one transaction), before the workers open it.
+        code = (
+            "import sys, json; sys.path.insert(0, 'bench/serve'); import flask_lmdb; "
+            f"d = json.loads(sys.argv[2]); flask_lmdb.preload(sys.argv[1], "
+            f"{{f'{{i:05d}}': d for i in range({PRELOAD})}})"
+        )
+        subprocess.run([py, "-c", code, self.dir, json.dumps(DOC)], check=True, cwd=ROOT)
+        addr = f"127.0.0.1:{free_port()}"
+        env = dict(os.environ, BENCH_LMDB_DIR=self.dir)
+        self.p = subprocess.Popen(
+            pin(0) + [os.path.join(VENV, "bin", "gunicorn"), "-w", str(FLASK_WORKERS),
+                      "-b", addr, "--backlog", "8192", "--log-level", "warning",
+                      "--chdir", os.path.join(ROOT, "bench", "serve"), "flask_lmdb:app"],
+            env=env, cwd=ROOT)
+        wait_http(addr, self.p)
+        return addr
+
+    def stop(self):
+        self.p.terminate()
+        self.p.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Postgres:
+    """A throwaway cluster under target/bench-serve-pg (initdb, pg_ctl on a unix socket), the
+    JSONB table with 10,000 documents, and bench/serve-pg in front of it."""
+
+    def __init__(self, pg_server):
+        self.server = pg_server
+        self.base = os.path.join(TARGET, "bench-serve-pg")
+        self.data = os.path.join(self.base, "data")
+        self.sock = os.path.join(self.base, "sock")
+
+    def as_pg(self, cmd, **kw):
+        # initdb and postgres refuse to run as root: as the postgres user when root.
+        if os.geteuid() == 0:
+            cmd = ["runuser", "-u", "postgres", "--"] + cmd
+        return subprocess.run(cmd, check=True, **kw)
+
+    def bin(self, name):
+        return shutil.which(name) or os.path.join(self.bindir, name)
+
+    def start(self):
+        import glob
+        dirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
+        self.bindir = dirs[-1] if dirs else ""
+        shutil.rmtree(self.base, ignore_errors=True)
+        os.makedirs(self.sock)
+        if os.geteuid() == 0:
+            shutil.chown(self.base, "postgres")
+            shutil.chown(self.sock, "postgres")
+        self.as_pg([self.bin("initdb"), "-D", self.data, "-U", "bench", "-A", "trust",
+                    "--no-sync", "-E", "UTF8"], stdout=subprocess.DEVNULL)
+        opts = (f"-k {self.sock} -c listen_addresses='' -c synchronous_commit=on -c fsync=on "
+                "-c max_connections=50 -c shared_buffers=256MB")
+        self.as_pg(pin(0) + [self.bin("pg_ctl"), "-D", self.data, "-w", "-l",
+                             os.path.join(self.base, "log"), "-o", opts, "start"],
+                   stdout=subprocess.DEVNULL)
+        self.as_pg([self.bin("createdb"), "-h", self.sock, "-U", "bench", "bench"])
+        conninfo = f"host={self.sock} user=bench dbname=bench"
+        self.p = subprocess.Popen(pin(0) + [self.server, "127.0.0.1:0", conninfo, str(PG_POOL)],
+                                  stdout=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline()
+        if "listening on " not in line:
+            self.p.kill()
+            sys.exit(f"serve-pg did not start: {line!r}")
+        doc = json.dumps(DOC).replace("'", "''")
+        self.as_pg([self.bin("psql"), "-q", "-h", self.sock, "-U", "bench", "bench", "-c",
+                    "INSERT INTO docs SELECT 'bench', lpad(i::text, 5, '0'), "
+                    f"'{doc}'::jsonb FROM generate_series(0, {PRELOAD - 1}) i; ANALYZE docs"])
+        self.version = subprocess.run([self.bin("postgres"), "--version"], capture_output=True,
+                                      text=True).stdout.strip()
+        return line.split("listening on ", 1)[1].strip()
+
+    def stop(self):
+        self.p.terminate()
+        self.p.wait()
+        self.as_pg([self.bin("pg_ctl"), "-D", self.data, "-m", "fast", "-w", "stop"],
+                   stdout=subprocess.DEVNULL)
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+class Cairn:
+    def __init__(self, cairn, no_group):
+        self.cairn, self.no_group = cairn, no_group
+
+    def start(self):
+        self.p, self.dir, addr = start_server(self.cairn, False, self.no_group)
+        preload(addr)
+        return addr
+
+    def stop(self):
+        self.p.terminate()
+        self.p.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
 def preload(addr):
     for start in range(0, PRELOAD, 1000):
         items = [{"id": f"{i:05d}", "doc": DOC} for i in range(start, start + 1000)]
@@ -68,7 +219,7 @@ def preload(addr):
             assert r.status == 200
 
 
-def oha(oha_bin, args, conns, seconds, rate):
+def oha_cmd(oha_bin, args, conns, seconds, rate):
     cmd = pin(1) + [
         oha_bin, "--no-tui", "--output-format", "json",
         "-z", f"{seconds}s", "-c", str(conns),
@@ -77,8 +228,72 @@ def oha(oha_bin, args, conns, seconds, rate):
     ]
     if rate:
         cmd += ["-q", str(rate), "--latency-correction"]
-    out = subprocess.run(cmd + args, capture_output=True, text=True, check=True).stdout
+    return cmd + args
+
+
+def oha(oha_bin, args, conns, seconds, rate):
+    out = subprocess.run(oha_cmd(oha_bin, args, conns, seconds, rate), capture_output=True,
+                         text=True, check=True).stdout
     return json.loads(out)
+
+
+def requests(addr):
+    body = json.dumps(DOC)
+    post = ["-m", "POST", "-H", "content-type: application/json", "-d", body,
+            f"http://{addr}/bench"]
+    get = ["--rand-regex-url", f"http://{addr}/bench/0[0-9]{{4}}"]
+    return post, get
+
+
+def peers(a):
+    """The --peers mode: every server named, each on a fresh store, the same runs."""
+    out = os.path.join(a.out, "peers")
+    for rep in range(a.first_round, a.first_round + a.repeat):
+        for name in a.peers.split(","):
+            srv = {
+                "cairn": lambda: Cairn(a.cairn, False),
+                "cairn-nogroup": lambda: Cairn(a.cairn, True),
+                "flask": lambda: Flask(),
+                "postgres": lambda: Postgres(a.serve_pg),
+            }[name]()
+            d = os.path.join(out, name)
+            os.makedirs(d, exist_ok=True)
+            addr = srv.start()
+            try:
+                if isinstance(srv, Postgres):
+                    with open(os.path.join(d, "version.txt"), "w") as f:
+                        f.write(srv.version + "\n")
+                post, get = requests(addr)
+                for conns in [int(c) for c in a.conns.split(",")]:
+                    kinds = [("post", post), ("get", get)]
+                    for kind, args in kinds:
+                        r = oha(a.oha, args, conns, a.seconds, a.rate)
+                        r["when"] = time.strftime("%H:%M:%S", time.gmtime())
+                        r["loadavg"] = os.getloadavg()[0]
+                        with open(os.path.join(d, f"{kind}-{conns}-{rep}.json"), "w") as f:
+                            json.dump(r, f, indent=1)
+                        print(name, rep, row(kind.upper(), conns, r), flush=True)
+                        time.sleep(1)
+                    if a.mix and conns >= 10:
+                        # 90/10: two oha processes at once on the same core, reads on 90% of
+                        # the connections, POSTs on the other 10% (closed loop each).
+                        w = conns // 10
+                        procs = [
+                            subprocess.Popen(oha_cmd(a.oha, get, conns - w, a.seconds, 0),
+                                             stdout=subprocess.PIPE, text=True),
+                            subprocess.Popen(oha_cmd(a.oha, post, w, a.seconds, 0),
+                                             stdout=subprocess.PIPE, text=True),
+                        ]
+                        res = [json.loads(p.communicate()[0]) for p in procs]
+                        for kind, r in zip(["mixget", "mixpost"], res):
+                            r["when"] = time.strftime("%H:%M:%S", time.gmtime())
+                            r["loadavg"] = os.getloadavg()[0]
+                            with open(os.path.join(d, f"{kind}-{conns}-{rep}.json"), "w") as f:
+                                json.dump(r, f, indent=1)
+                            print(name, rep, row(kind.upper(), conns, r), flush=True)
+                        time.sleep(1)
+            finally:
+                srv.stop()
 
 
 def row(name, conns, r):
@@ -105,9 +320,17 @@ def main():
     ap.add_argument("--lazy", action="store_true")
     ap.add_argument("--no-group", action="store_true", help="one commit per write (baseline)")
     ap.add_argument("--rate", type=int, default=0, help="fixed request rate (latency-corrected)")
+    ap.add_argument("--peers", default="", help="e.g. cairn,cairn-nogroup,flask,postgres")
+    ap.add_argument("--serve-pg", default="target/release/cairn-bench-serve-pg")
+    ap.add_argument("--repeat", type=int, default=1, help="--peers: rounds over the servers")
+    ap.add_argument("--first-round", type=int, default=1,
+                    help="--peers: number of the first round (to add rounds to a run's reports)")
+    ap.add_argument("--mix", action="store_true", help="--peers: also the 90/10 mix")
     a = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    if a.peers:
+        return peers(a)
     mode = ("lazy" if a.lazy else "durable") + ("-nogroup" if a.no_group else "")
     out = os.path.join(a.out, mode)
     os.makedirs(out, exist_ok=True)
