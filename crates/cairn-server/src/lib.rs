@@ -86,6 +86,8 @@ pub struct Config {
     /// request commits (and in durable mode flushes) alone: the baseline it is measured
     /// against (docs/bench/serve).
     pub group_commit: bool,
+    /// Documents per step of a background index build (each step one write transaction).
+    pub build_batch: usize,
 }
 
 impl Config {
@@ -106,6 +108,7 @@ impl Config {
             read_threads: 16,
             write_threads: 256,
             group_commit: true,
+            build_batch: cairn_doc::DEFAULT_BUILD_BATCH,
         }
     }
 
@@ -141,23 +144,30 @@ pub struct Limits {
 /// What every handler shares.
 pub struct AppState {
     /// The environment.
-    pub env: Env,
-    versions: store::Versions,
+    pub env: Arc<Env>,
+    colls: store::Colls,
     ids: store::IdGen,
     max_id: usize,
     limits: Limits,
     read_gate: tokio::sync::Semaphore,
     write_gate: tokio::sync::Semaphore,
     group_commit: bool,
+    build_batch: usize,
+    request_timeout: Duration,
+    /// Bumped after every committed write request: wakes the feed's long polls and streams.
+    changed: tokio::sync::watch::Sender<u64>,
+    /// Set when the server stops: ends the feed's streams.
+    shutdown: tokio::sync::watch::Sender<bool>,
 }
 
 impl AppState {
     /// State over an open environment.
     pub fn new(env: Env, cfg: &Config) -> Arc<AppState> {
         Arc::new(AppState {
-            max_id: env.max_key_size(),
-            env,
-            versions: Default::default(),
+            // cairn-doc's ids are 1 to 255 bytes.
+            max_id: env.max_key_size().min(255),
+            env: Arc::new(env),
+            colls: Default::default(),
             ids: Default::default(),
             limits: Limits {
                 max_body: cfg.max_body,
@@ -167,7 +177,23 @@ impl AppState {
             read_gate: tokio::sync::Semaphore::new(cfg.read_threads.max(1)),
             write_gate: tokio::sync::Semaphore::new(cfg.write_threads.max(1)),
             group_commit: cfg.group_commit,
+            build_batch: cfg.build_batch.max(1),
+            request_timeout: cfg.request_timeout,
+            changed: tokio::sync::watch::channel(0).0,
+            shutdown: tokio::sync::watch::channel(false).0,
         })
+    }
+
+    /// Opens every collection and restarts the builds of the indexes left Building (by a
+    /// restart or a crash). Blocking.
+    pub fn resume_builds(&self) -> Result<(), error::ApiError> {
+        for name in store::collection_names(&self.env)? {
+            if let Some(h) = self.colls.existing(&self.env, &name)? {
+                h.resume_builds(self.build_batch)
+                    .map_err(store::doc_error)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -179,6 +205,13 @@ pub fn routes(state: Arc<AppState>) -> Router {
         .route("/_backup", get(routes::backup))
         .route("/{collection}", get(routes::list).post(routes::post_doc))
         .route("/{collection}/_bulk", post(routes::bulk))
+        .route("/{collection}/_changes", get(routes::changes))
+        .route(
+            "/{collection}/_index/{name}",
+            get(routes::get_index)
+                .put(routes::put_index)
+                .delete(routes::delete_index),
+        )
         .route(
             "/{collection}/",
             get(routes::empty_id)
@@ -261,6 +294,10 @@ impl Server {
         let env = tokio::task::spawn_blocking(move || c.open_env()).await??;
         let listener = tokio::net::TcpListener::bind(cfg.listen).await?;
         let state = AppState::new(env, &cfg);
+        let st = state.clone();
+        tokio::task::spawn_blocking(move || st.resume_builds())
+            .await?
+            .map_err(|e| e.to_string())?;
         Ok(Server {
             listener,
             router: app(state.clone(), &cfg),
@@ -314,6 +351,8 @@ impl Server {
             });
         }
         drop(self.listener);
+        // Ends the feed's streams, which would otherwise hold their connections open.
+        self.state.shutdown.send_replace(true);
         tokio::select! {
             () = graceful.shutdown() => {}
             () = tokio::time::sleep(Duration::from_secs(10)) => {}
