@@ -1,8 +1,9 @@
 //! # cairn-server
 //!
 //! `cairn serve`: a JSON document server over one Cairn environment (docs/server.md). A
-//! collection is a named database; a document is a JSON object stored under its id with a
-//! version (its ETag). axum routes on hyper's HTTP/1.1 (keep-alive) over tokio.
+//! collection is a `cairn_doc` collection (docs/doc.md): documents under ids, secondary
+//! indexes and a change feed, written in the same transaction; a document is a JSON object
+//! stored under its id with a version (its ETag: the feed sequence number of its last write). axum routes on hyper's HTTP/1.1 (keep-alive) over tokio.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -73,7 +74,8 @@ pub struct Config {
     /// Where `GET /_backup` writes its temporary copy (the system's temporary directory if
     /// none).
     pub backup_dir: Option<PathBuf>,
-    /// Most collections (the engine's `max_dbs`).
+    /// Most collections. Each is 3 + (its indexes) named databases (cairn-doc's layout); the
+    /// engine's `max_dbs` is set to 8 per collection (room for 5 indexes each on average).
     pub max_collections: u32,
     /// Reads (and backups) running on the blocking pool at once; more wait as tasks. Reads
     /// are short and CPU-bound: a few per core keep the cores busy without thrashing.
@@ -122,13 +124,16 @@ impl Config {
         Env::options()
             .durability(durability)
             .no_subdir(self.no_subdir)
-            .max_dbs(self.max_collections)
+            .max_dbs(self.max_collections.saturating_mul(DBS_PER_COLLECTION))
             // One reader per read thread at most (reads run behind the read gate), and room
             // for other processes' readers.
             .max_readers((self.read_threads as u32).saturating_add(110))
             .open(&self.path)
     }
 }
+
+/// Named databases reserved per collection in `max_dbs` (docs, feed, catalog, 5 indexes).
+const DBS_PER_COLLECTION: u32 = 8;
 
 /// Limits the handlers read.
 #[derive(Debug, Clone)]
