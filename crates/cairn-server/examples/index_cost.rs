@@ -65,8 +65,11 @@ fn doc(c: usize, i: usize) -> String {
     )
 }
 
-/// One run: (p50, p99, writes per second).
-fn run(indexes: usize) -> (Duration, Duration, f64) {
+/// One run's p50, p99 and writes per second.
+type Run = (Duration, Duration, f64);
+
+/// One run.
+fn run(indexes: usize) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = cairn_server::Config::new(dir.path());
     cfg.listen = "127.0.0.1:0".parse().unwrap();
@@ -135,8 +138,7 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(3);
-    let mut res: Vec<(usize, Vec<(Duration, Duration, f64)>)> =
-        vec![(0, vec![]), (1, vec![]), (4, vec![])];
+    let mut res: Vec<(usize, Vec<Run>)> = vec![(0, vec![]), (1, vec![]), (4, vec![])];
     for r in 0..rounds {
         for (k, out) in res.iter_mut() {
             let x = run(*k);
