@@ -645,6 +645,30 @@ mod tests {
     }
 
     #[test]
+    fn doc_errors_get_their_statuses() {
+        use cairn_doc::Error as E;
+        let e = doc_error(E::FeedTrimmed {
+            since: 3,
+            oldest: 10,
+        });
+        assert_eq!(e.status, StatusCode::GONE);
+        assert_eq!(e.detail["oldest"], 10);
+        let st = |e| doc_error(e).status.as_u16();
+        assert_eq!(st(E::NoIndex("x".into())), 404);
+        assert_eq!(st(E::IndexExists("x".into())), 409);
+        assert_eq!(st(E::Invalid("x".into())), 400);
+        assert_eq!(
+            st(E::IndexBuilding {
+                index: "x".into(),
+                done: 1,
+                total: 2
+            }),
+            409
+        );
+        assert_eq!(st(E::Inconsistent("x".into())), 500);
+    }
+
+    #[test]
     fn stored_form_round_trips() {
         let mut v = 7u64.to_be_bytes().to_vec();
         v.extend_from_slice(&0xabcdefu64.to_be_bytes());

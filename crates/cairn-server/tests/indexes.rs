@@ -592,3 +592,35 @@ fn feed_never_skips_or_repeats_across_restart() {
     assert_eq!(ch.len(), 1);
     assert_eq!(ch[0]["seq"].as_u64(), Some(since + 1));
 }
+
+/// Concurrent writers racing for one value of a unique index: exactly one wins, the others
+/// get 409 and leave nothing.
+#[test]
+fn unique_under_concurrent_writers() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    put_json(
+        &mut c,
+        "/cu/_index/v",
+        &json!({"path": "/v", "unique": true}),
+    );
+    for round in 0..5 {
+        let addr = s.addr;
+        let ts: Vec<_> = (0..8)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    let mut c = Conn::connect(addr);
+                    put_json(&mut c, &format!("/cu/t{t}-r{round}"), &json!({"v": round})).status
+                })
+            })
+            .collect();
+        let st: Vec<u16> = ts.into_iter().map(|t| t.join().unwrap()).collect();
+        assert_eq!(st.iter().filter(|&&x| x == 201).count(), 1, "{st:?}");
+        assert_eq!(st.iter().filter(|&&x| x == 409).count(), 7, "{st:?}");
+        let held = query_all(&mut c, "cu", &format!("where=/v&eq={round}"), 10);
+        assert_eq!(held.len(), 1);
+    }
+    let all = c.get("/cu?limit=1000").json();
+    assert_eq!(all["items"].as_array().unwrap().len(), 5);
+    assert_eq!(lines(&c.get("/cu/_changes").body).len(), 5);
+}
