@@ -191,14 +191,34 @@ impl AppState {
 
     /// Opens every collection and restarts the builds of the indexes left Building (by a
     /// restart or a crash). Blocking.
-    pub fn resume_builds(&self) -> Result<(), error::ApiError> {
+    pub fn resume_builds(self: &Arc<Self>) -> Result<(), error::ApiError> {
         for name in store::collection_names(&self.env)? {
             if let Some(h) = self.colls.existing(&self.env, &name)? {
-                h.resume_builds(self.build_batch)
-                    .map_err(store::doc_error)?;
+                for i in h.indexes().map_err(store::doc_error)? {
+                    if let cairn_doc::IndexState::Building { .. } = i.state {
+                        self.spawn_builder(h.clone(), i.name);
+                    }
+                }
             }
         }
         Ok(())
+    }
+
+    /// Builds an index on a thread of its own, one committed step of `build_batch` documents
+    /// at a time (each a grouped write: writers queued meanwhile go between steps), until it
+    /// is Ready or Failed, it is dropped, or the server stops (the next start resumes it).
+    pub(crate) fn spawn_builder(self: &Arc<Self>, h: cairn_doc::Handle, index: String) {
+        let st = self.clone();
+        std::thread::spawn(move || {
+            while !*st.shutdown.borrow() {
+                match h.build_step(&index, st.build_batch) {
+                    Ok(cairn_doc::IndexState::Building { .. }) => std::thread::yield_now(),
+                    // Ready, Failed (the state says why), dropped, or an engine error: the
+                    // state stays readable through GET, and a restart resumes a Building one.
+                    _ => return,
+                }
+            }
+        });
     }
 }
 

@@ -18,7 +18,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use cairn_doc::{spawn_build, Change, ChangeKind, IndexSpec, IndexState};
+use cairn_doc::{Change, ChangeKind, IndexSpec, IndexState};
 use http_body_util::BodyExt;
 use serde_json::json;
 use std::sync::Arc;
@@ -57,7 +57,9 @@ async fn write<R: Send + 'static>(
     let r = blocking(&state.write_gate, move || {
         let state = st;
         let r = write_txn(&state, f)?;
-        state.colls.existing(&state.env, &coll)?;
+        // Committed: whatever happens now, the answer is a success. A failure to open the
+        // handle here is met again (and answered) by the next request of the collection.
+        let _ = state.colls.existing(&state.env, &coll);
         Ok(r)
     })
     .await;
@@ -434,8 +436,7 @@ pub async fn put_index(
         // steps are serialized and each continues from the stored cursor.
         let (st, n) = (s.clone(), name.clone());
         let h = blocking(&s.read_gate, move || existing(&st, &coll)).await?;
-        let batch = s.build_batch;
-        let _detached = spawn_build(h, &n, batch, |_| {});
+        s.spawn_builder(h, n);
         StatusCode::ACCEPTED
     } else {
         StatusCode::OK

@@ -624,3 +624,33 @@ fn unique_under_concurrent_writers() {
     assert_eq!(all["items"].as_array().unwrap().len(), 5);
     assert_eq!(lines(&c.get("/cu/_changes").body).len(), 5);
 }
+
+/// A build cut by a server stop resumes when the server starts again, and ends right.
+#[test]
+fn build_resumes_after_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_path_buf();
+    let s = TestServer::start_with(
+        move |c| (c.path, c.build_batch) = (p, 2),
+        cairn_server::router,
+    );
+    let mut c = s.conn();
+    let model = fill(&mut c, "rb", 300, 5);
+    let r = put_json(&mut c, "/rb/_index/n", &json!({"path": "/n"}));
+    assert_eq!(r.status, 202);
+    drop(c);
+    drop(s);
+    // The builder stops at its next step; let it let go of the environment.
+    std::thread::sleep(Duration::from_millis(300));
+    let p = dir.path().to_path_buf();
+    let s = TestServer::start_with(
+        move |c| (c.path, c.build_batch) = (p, 50),
+        cairn_server::router,
+    );
+    let mut c = s.conn();
+    wait_ready(&mut c, "/rb/_index/n");
+    assert_eq!(
+        query_all(&mut c, "rb", "where=/n&gte=-1000", 1000),
+        brute(&model, |_| true, false)
+    );
+}
