@@ -185,7 +185,25 @@ impl Collection {
     ) -> Result<u64> {
         check_id(id)?;
         let mut n = txn.nested()?;
-        let v = self.write(&mut n, id, Some(doc), expected)?;
+        let v = self.write(&mut n, id, Some(doc), None, expected)?;
+        n.commit()?;
+        v.ok_or_else(|| Error::Inconsistent("a put wrote no version".into()))
+    }
+
+    /// [`Collection::put_if`], storing `text` as the document's JSON text instead of `doc`
+    /// serialized again (a server keeps the bytes its client sent). `text` must be the JSON
+    /// text of `doc`: the indexes are computed from `doc`, reads parse `text`.
+    pub fn put_text(
+        &self,
+        txn: &mut RwTxn<'_>,
+        id: &str,
+        doc: &Value,
+        text: &[u8],
+        expected: Option<u64>,
+    ) -> Result<u64> {
+        check_id(id)?;
+        let mut n = txn.nested()?;
+        let v = self.write(&mut n, id, Some(doc), Some(text), expected)?;
         n.commit()?;
         v.ok_or_else(|| Error::Inconsistent("a put wrote no version".into()))
     }
@@ -196,7 +214,7 @@ impl Collection {
     pub fn delete(&self, txn: &mut RwTxn<'_>, id: &str) -> Result<Option<u64>> {
         check_id(id)?;
         let mut n = txn.nested()?;
-        let v = self.write(&mut n, id, None, None)?;
+        let v = self.write(&mut n, id, None, None, None)?;
         n.commit()?;
         Ok(v)
     }
@@ -208,6 +226,7 @@ impl Collection {
         txn: &mut RwTxn<'_>,
         id: &str,
         new: Option<&Value>,
+        text: Option<&[u8]>,
         expected: Option<u64>,
     ) -> Result<Option<u64>> {
         let defs = index::load_all_cached(txn, self)?;
@@ -266,7 +285,11 @@ impl Collection {
                 let mut val = Vec::with_capacity(DOC_HEADER + 64);
                 val.extend_from_slice(&version.to_be_bytes());
                 val.extend_from_slice(&seq.to_be_bytes());
-                serde_json::to_writer(&mut val, doc).map_err(|e| Error::Invalid(e.to_string()))?;
+                match text {
+                    Some(t) => val.extend_from_slice(t),
+                    None => serde_json::to_writer(&mut val, doc)
+                        .map_err(|e| Error::Invalid(e.to_string()))?,
+                }
                 txn.put(self.docs, id.as_bytes(), &val, PutFlags::empty())?;
             }
             None => {

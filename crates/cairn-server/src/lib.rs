@@ -1,8 +1,9 @@
 //! # cairn-server
 //!
 //! `cairn serve`: a JSON document server over one Cairn environment (docs/server.md). A
-//! collection is a named database; a document is a JSON object stored under its id with a
-//! version (its ETag). axum routes on hyper's HTTP/1.1 (keep-alive) over tokio.
+//! collection is a `cairn_doc` collection (docs/doc.md): documents under ids, secondary
+//! indexes and a change feed, written in the same transaction; a document is a JSON object
+//! stored under its id with a version (its ETag: the feed sequence number of its last write). axum routes on hyper's HTTP/1.1 (keep-alive) over tokio.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -73,7 +74,8 @@ pub struct Config {
     /// Where `GET /_backup` writes its temporary copy (the system's temporary directory if
     /// none).
     pub backup_dir: Option<PathBuf>,
-    /// Most collections (the engine's `max_dbs`).
+    /// Most collections. Each is 3 + (its indexes) named databases (cairn-doc's layout); the
+    /// engine's `max_dbs` is set to 8 per collection (room for 5 indexes each on average).
     pub max_collections: u32,
     /// Reads (and backups) running on the blocking pool at once; more wait as tasks. Reads
     /// are short and CPU-bound: a few per core keep the cores busy without thrashing.
@@ -86,6 +88,8 @@ pub struct Config {
     /// request commits (and in durable mode flushes) alone: the baseline it is measured
     /// against (docs/bench/serve).
     pub group_commit: bool,
+    /// Documents per step of a background index build (each step one write transaction).
+    pub build_batch: usize,
 }
 
 impl Config {
@@ -106,6 +110,7 @@ impl Config {
             read_threads: 16,
             write_threads: 256,
             group_commit: true,
+            build_batch: cairn_doc::DEFAULT_BUILD_BATCH,
         }
     }
 
@@ -119,13 +124,16 @@ impl Config {
         Env::options()
             .durability(durability)
             .no_subdir(self.no_subdir)
-            .max_dbs(self.max_collections)
+            .max_dbs(self.max_collections.saturating_mul(DBS_PER_COLLECTION))
             // One reader per read thread at most (reads run behind the read gate), and room
             // for other processes' readers.
             .max_readers((self.read_threads as u32).saturating_add(110))
             .open(&self.path)
     }
 }
+
+/// Named databases reserved per collection in `max_dbs` (docs, feed, catalog, 5 indexes).
+const DBS_PER_COLLECTION: u32 = 8;
 
 /// Limits the handlers read.
 #[derive(Debug, Clone)]
@@ -141,23 +149,30 @@ pub struct Limits {
 /// What every handler shares.
 pub struct AppState {
     /// The environment.
-    pub env: Env,
-    versions: store::Versions,
+    pub env: Arc<Env>,
+    colls: store::Colls,
     ids: store::IdGen,
     max_id: usize,
     limits: Limits,
     read_gate: tokio::sync::Semaphore,
     write_gate: tokio::sync::Semaphore,
     group_commit: bool,
+    build_batch: usize,
+    request_timeout: Duration,
+    /// Bumped after every committed write request: wakes the feed's long polls and streams.
+    changed: tokio::sync::watch::Sender<u64>,
+    /// Set when the server stops: ends the feed's streams.
+    shutdown: tokio::sync::watch::Sender<bool>,
 }
 
 impl AppState {
     /// State over an open environment.
     pub fn new(env: Env, cfg: &Config) -> Arc<AppState> {
         Arc::new(AppState {
-            max_id: env.max_key_size(),
-            env,
-            versions: Default::default(),
+            // cairn-doc's ids are 1 to 255 bytes.
+            max_id: env.max_key_size().min(255),
+            env: Arc::new(env),
+            colls: Default::default(),
             ids: Default::default(),
             limits: Limits {
                 max_body: cfg.max_body,
@@ -167,7 +182,43 @@ impl AppState {
             read_gate: tokio::sync::Semaphore::new(cfg.read_threads.max(1)),
             write_gate: tokio::sync::Semaphore::new(cfg.write_threads.max(1)),
             group_commit: cfg.group_commit,
+            build_batch: cfg.build_batch.max(1),
+            request_timeout: cfg.request_timeout,
+            changed: tokio::sync::watch::channel(0).0,
+            shutdown: tokio::sync::watch::channel(false).0,
         })
+    }
+
+    /// Opens every collection and restarts the builds of the indexes left Building (by a
+    /// restart or a crash). Blocking.
+    pub fn resume_builds(self: &Arc<Self>) -> Result<(), error::ApiError> {
+        for name in store::collection_names(&self.env)? {
+            if let Some(h) = self.colls.existing(&self.env, &name)? {
+                for i in h.indexes().map_err(store::doc_error)? {
+                    if let cairn_doc::IndexState::Building { .. } = i.state {
+                        self.spawn_builder(h.clone(), i.name);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Builds an index on a thread of its own, one committed step of `build_batch` documents
+    /// at a time (each a grouped write: writers queued meanwhile go between steps), until it
+    /// is Ready or Failed, it is dropped, or the server stops (the next start resumes it).
+    pub(crate) fn spawn_builder(self: &Arc<Self>, h: cairn_doc::Handle, index: String) {
+        let st = self.clone();
+        std::thread::spawn(move || {
+            while !*st.shutdown.borrow() {
+                match h.build_step(&index, st.build_batch) {
+                    Ok(cairn_doc::IndexState::Building { .. }) => std::thread::yield_now(),
+                    // Ready, Failed (the state says why), dropped, or an engine error: the
+                    // state stays readable through GET, and a restart resumes a Building one.
+                    _ => return,
+                }
+            }
+        });
     }
 }
 
@@ -179,6 +230,13 @@ pub fn routes(state: Arc<AppState>) -> Router {
         .route("/_backup", get(routes::backup))
         .route("/{collection}", get(routes::list).post(routes::post_doc))
         .route("/{collection}/_bulk", post(routes::bulk))
+        .route("/{collection}/_changes", get(routes::changes))
+        .route(
+            "/{collection}/_index/{name}",
+            get(routes::get_index)
+                .put(routes::put_index)
+                .delete(routes::delete_index),
+        )
         .route(
             "/{collection}/",
             get(routes::empty_id)
@@ -261,6 +319,10 @@ impl Server {
         let env = tokio::task::spawn_blocking(move || c.open_env()).await??;
         let listener = tokio::net::TcpListener::bind(cfg.listen).await?;
         let state = AppState::new(env, &cfg);
+        let st = state.clone();
+        tokio::task::spawn_blocking(move || st.resume_builds())
+            .await?
+            .map_err(|e| e.to_string())?;
         Ok(Server {
             listener,
             router: app(state.clone(), &cfg),
@@ -314,6 +376,8 @@ impl Server {
             });
         }
         drop(self.listener);
+        // Ends the feed's streams, which would otherwise hold their connections open.
+        self.state.shutdown.send_replace(true);
         tokio::select! {
             () = graceful.shutdown() => {}
             () = tokio::time::sleep(Duration::from_secs(10)) => {}

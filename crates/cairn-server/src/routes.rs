@@ -18,9 +18,11 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use cairn_doc::{Change, ChangeKind, IndexSpec, IndexState};
 use http_body_util::BodyExt;
 use serde_json::json;
 use std::sync::Arc;
+use std::time::Duration;
 
 type Shared = State<Arc<AppState>>;
 
@@ -43,33 +45,52 @@ async fn blocking<R: Send + 'static>(
 
 /// Runs `f` in a grouped write transaction on the blocking pool. An `Err` from `f` rolls back
 /// what `f` wrote (its nesting level), and is returned as is.
+/// After it committed, the collection `coll`'s handle is opened (kept for the next writes)
+/// and the feed's waiters are woken.
 async fn write<R: Send + 'static>(
     state: &Arc<AppState>,
+    coll: &str,
     f: impl FnOnce(&mut cairn::RwTxn<'_>, &AppState) -> Result<R, ApiError> + Send + 'static,
 ) -> Result<R, ApiError> {
     let st = state.clone();
-    blocking(&state.write_gate, move || {
+    let coll = coll.to_string();
+    let r = blocking(&state.write_gate, move || {
         let state = st;
-        if !state.group_commit {
-            return write_alone(&state, f);
-        }
-        let mut failed: Option<ApiError> = None;
-        let slot = &mut failed;
-        let st = &*state;
-        let r = st.env.write_grouped(|txn| match f(txn, st) {
-            Ok(v) => Ok(v),
-            Err(e) => {
-                *slot = Some(e);
-                // Any error rolls the closure's level back; the ApiError is what is reported.
-                Err(cairn::Error::Invalid("request refused".into()))
-            }
-        });
-        match r {
-            Ok(v) => Ok(v),
-            Err(e) => Err(failed.unwrap_or_else(|| e.into())),
-        }
+        let r = write_txn(&state, f)?;
+        // Committed: whatever happens now, the answer is a success. A failure to open the
+        // handle here is met again (and answered) by the next request of the collection.
+        let _ = state.colls.existing(&state.env, &coll);
+        Ok(r)
     })
-    .await
+    .await;
+    if r.is_ok() {
+        state.changed.send_modify(|g| *g += 1);
+    }
+    r
+}
+
+/// The transaction of [`write`]: grouped, or alone.
+fn write_txn<R: Send>(
+    state: &AppState,
+    f: impl FnOnce(&mut cairn::RwTxn<'_>, &AppState) -> Result<R, ApiError> + Send,
+) -> Result<R, ApiError> {
+    if !state.group_commit {
+        return write_alone(state, f);
+    }
+    let mut failed: Option<ApiError> = None;
+    let slot = &mut failed;
+    let r = state.env.write_grouped(|txn| match f(txn, state) {
+        Ok(v) => Ok(v),
+        Err(e) => {
+            *slot = Some(e);
+            // Any error rolls the closure's level back; the ApiError is what is reported.
+            Err(cairn::Error::Invalid("request refused".into()))
+        }
+    });
+    match r {
+        Ok(v) => Ok(v),
+        Err(e) => Err(failed.unwrap_or_else(|| e.into())),
+    }
 }
 
 /// A write in a transaction of its own (`Config::group_commit` off: the baseline the group
@@ -216,8 +237,8 @@ pub async fn put_doc(
     let doc = bytes.slice_ref(decode::document(&bytes)?);
     let pre = preconditions(&headers);
     let (c, i) = (coll.clone(), id.clone());
-    let w = write(&s, move |txn, st| {
-        store::put(txn, &st.versions, &c, &i, &doc, &pre)
+    let w = write(&s, &coll, move |txn, st| {
+        store::put(txn, &st.colls, &c, &i, &doc, &pre)
     })
     .await?;
     Ok(written(&coll, &id, w))
@@ -236,8 +257,8 @@ pub async fn post_doc(
     let doc = bytes.slice_ref(decode::document(&bytes)?);
     let id = s.ids.next();
     let (c, i) = (coll.clone(), id.clone());
-    let w = write(&s, move |txn, st| {
-        store::put(txn, &st.versions, &c, &i, &doc, &Preconditions::default())
+    let w = write(&s, &coll, move |txn, st| {
+        store::put(txn, &st.colls, &c, &i, &doc, &Preconditions::default())
     })
     .await?;
     Ok(written(&coll, &id, w))
@@ -252,7 +273,11 @@ pub async fn delete_doc(
     decode::collection(&coll)?;
     decode::id(&id, s.max_id)?;
     let pre = preconditions(&headers);
-    write(&s, move |txn, _| store::delete(txn, &coll, &id, &pre)).await?;
+    let c = coll.clone();
+    write(&s, &coll, move |txn, st| {
+        store::delete(txn, &st.colls, &c, &id, &pre)
+    })
+    .await?;
     let mut r = Response::new(Body::empty());
     *r.status_mut() = StatusCode::NO_CONTENT;
     Ok(r)
@@ -274,8 +299,9 @@ pub async fn bulk(
     decode::content_type(&headers)?;
     let bytes = read_body(body, s.limits.max_body).await?;
     let items = decode::bulk(&bytes)?;
-    let results = write(&s, move |txn, st| {
-        store::bulk(txn, &st.versions, &st.ids, &coll, &items, st.max_id)
+    let c = coll.clone();
+    let results = write(&s, &coll, move |txn, st| {
+        store::bulk(txn, &st.colls, &st.ids, &c, &items, st.max_id)
     })
     .await?;
     Ok(json_response(
@@ -292,6 +318,14 @@ pub async fn list(
 ) -> Result<Response, ApiError> {
     decode::collection(&coll)?;
     let gate = s.clone();
+    if let Some(path) = q.where_.clone() {
+        let query = store::index_query(&q)?;
+        let v = blocking(&gate.read_gate, move || {
+            store::query(&existing(&s, &coll)?, &path, &query)
+        })
+        .await?;
+        return Ok(json_response(StatusCode::OK, v.to_string().into_bytes()));
+    }
     let body = blocking(&gate.read_gate, move || store::list(&s.env, &coll, &q)).await?;
     Ok(json_response(StatusCode::OK, body))
 }
@@ -337,4 +371,341 @@ pub async fn backup(State(s): Shared) -> Result<Response, ApiError> {
 /// Any other path.
 pub async fn not_found() -> ApiError {
     ApiError::not_found("no such route")
+}
+
+/// The handle of an existing collection; 404 if there is none. Blocking.
+fn existing(s: &AppState, coll: &str) -> Result<cairn_doc::Handle, ApiError> {
+    s.colls
+        .existing(&s.env, coll)?
+        .ok_or_else(|| ApiError::not_found("no such collection"))
+}
+
+/// The body of `PUT /{collection}/_index/{name}`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IndexBody {
+    path: String,
+    #[serde(default)]
+    unique: bool,
+}
+
+/// An index as the index routes show it.
+fn index_json(name: &str, spec: &IndexSpec, state: &IndexState) -> serde_json::Value {
+    let mut v = json!({ "name": name, "path": spec.path, "unique": spec.unique });
+    match state {
+        IndexState::Ready => v["state"] = json!("ready"),
+        IndexState::Building { done, total } => {
+            v["state"] = json!("building");
+            v["done"] = json!(done);
+            v["total"] = json!(total);
+        }
+        IndexState::Failed { reason } => {
+            v["state"] = json!("failed");
+            v["reason"] = json!(reason);
+        }
+    }
+    v
+}
+
+/// `PUT /{collection}/_index/{name}`: declares an index (`{"path": "/json/pointer",
+/// "unique": bool}`). Ready at once on an empty collection (200); otherwise built in the
+/// background, one bounded transaction per step (202, state "building").
+pub async fn put_index(
+    State(s): Shared,
+    Path((coll, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    decode::collection(&coll)?;
+    decode::content_type(&headers)?;
+    let bytes = read_body(body, s.limits.max_body).await?;
+    let b: IndexBody =
+        serde_json::from_slice(&bytes).map_err(|e| decode::json_error("index definition", &e))?;
+    let spec = IndexSpec {
+        path: b.path,
+        unique: b.unique,
+    };
+    let (c, n, sp) = (coll.clone(), name.clone(), spec.clone());
+    let state = write(&s, &coll, move |txn, st| {
+        let c = st.colls.for_write(txn, &c)?;
+        c.declare_index(txn, &n, sp).map_err(store::doc_error)
+    })
+    .await?;
+    let status = if let IndexState::Building { .. } = state {
+        // A build already running (the same declaration again) only gets a second worker:
+        // steps are serialized and each continues from the stored cursor.
+        let (st, n) = (s.clone(), name.clone());
+        let h = blocking(&s.read_gate, move || existing(&st, &coll)).await?;
+        s.spawn_builder(h, n);
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    Ok(json_response(
+        status,
+        index_json(&name, &spec, &state).to_string().into_bytes(),
+    ))
+}
+
+/// `GET /{collection}/_index/{name}`: the index's definition and state.
+pub async fn get_index(
+    State(s): Shared,
+    Path((coll, name)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    decode::collection(&coll)?;
+    let gate = s.clone();
+    let info = blocking(&gate.read_gate, move || {
+        existing(&s, &coll)?
+            .index(&name)
+            .map_err(store::doc_error)?
+            .ok_or_else(|| ApiError::not_found("no such index").with_detail(json!(name)))
+    })
+    .await?;
+    Ok(json_response(
+        StatusCode::OK,
+        index_json(&info.name, &info.spec, &info.state)
+            .to_string()
+            .into_bytes(),
+    ))
+}
+
+/// `DELETE /{collection}/_index/{name}`: drops the index and its entries (a build running
+/// stops at its next step).
+pub async fn delete_index(
+    State(s): Shared,
+    Path((coll, name)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    decode::collection(&coll)?;
+    let gate = s.clone();
+    let st = s.clone();
+    let c = coll.clone();
+    blocking(&gate.read_gate, move || existing(&st, &c).map(|_| ())).await?;
+    let c = coll.clone();
+    let dropped = write(&s, &coll, move |txn, st| {
+        let c = st.colls.for_write(txn, &c)?;
+        c.drop_index(txn, &name).map_err(store::doc_error)
+    })
+    .await?;
+    if !dropped {
+        return Err(ApiError::not_found("no such index"));
+    }
+    let mut r = Response::new(Body::empty());
+    *r.status_mut() = StatusCode::NO_CONTENT;
+    Ok(r)
+}
+
+/// `GET /{collection}/_changes` parameters.
+#[derive(Debug, serde::Deserialize)]
+pub struct ChangesQuery {
+    /// Changes after this sequence number (default 0: from the start).
+    since: Option<u64>,
+    /// Most changes per response or per read of a stream (default and maximum 1,000).
+    limit: Option<usize>,
+    /// `normal` (default), `longpoll` or `sse`.
+    feed: Option<String>,
+    /// A long poll's wait, milliseconds (default 25,000; at most 80% of the request timeout).
+    timeout: Option<u64>,
+}
+
+/// Most changes read at once.
+const CHANGES_MAX: usize = 1000;
+/// How often a stream or a long poll re-reads the feed when no write of this server woke it
+/// (writes of other processes).
+const FEED_POLL: Duration = Duration::from_millis(50);
+/// A comment line on an idle stream, so that a gone client is noticed.
+const SSE_KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// One change as a JSON object: `version` is the document's ETag after a put (hex), null
+/// after a delete.
+fn change_json(c: &Change) -> serde_json::Value {
+    let put = c.kind == ChangeKind::Put;
+    json!({
+        "seq": c.seq,
+        "id": c.id,
+        "kind": if put { "put" } else { "delete" },
+        "version": put.then(|| decode::version_str(c.seq)),
+        "time_ms": c.timestamp_ms,
+    })
+}
+
+fn json_lines(changes: &[Change]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for c in changes {
+        out.extend_from_slice(change_json(c).to_string().as_bytes());
+        out.push(b'\n');
+    }
+    out
+}
+
+async fn read_changes(
+    s: &Arc<AppState>,
+    coll: &str,
+    since: u64,
+    limit: usize,
+) -> Result<Vec<Change>, ApiError> {
+    let (st, c) = (s.clone(), coll.to_string());
+    blocking(&s.read_gate, move || {
+        existing(&st, &c)?
+            .changes(since, limit)
+            .map_err(store::doc_error)
+    })
+    .await
+}
+
+/// `GET /{collection}/_changes?since=N`: the changes after N as JSON lines, oldest first;
+/// `feed=longpoll` waits until there is one (or the timeout: an empty body); `feed=sse`
+/// streams them as server-sent events, each with its sequence number as its id (a client
+/// resumes with Last-Event-ID). History trimmed by the retention bound is 410 with the
+/// oldest sequence number held.
+pub async fn changes(
+    State(s): Shared,
+    Path(coll): Path<String>,
+    Query(q): Query<ChangesQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    decode::collection(&coll)?;
+    let limit = q.limit.unwrap_or(CHANGES_MAX);
+    if limit == 0 || limit > CHANGES_MAX {
+        return Err(ApiError::bad_request("limit must be 1 to 1000").with_detail(json!(limit)));
+    }
+    let since = q.since.unwrap_or(0);
+    let ndjson = |body: Vec<u8>| {
+        let mut r = Response::new(Body::from(body));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/x-ndjson"),
+        );
+        r
+    };
+    match q.feed.as_deref().unwrap_or("normal") {
+        "normal" => {
+            let ch = read_changes(&s, &coll, since, limit).await?;
+            Ok(ndjson(json_lines(&ch)))
+        }
+        "longpoll" => {
+            let cap = s.request_timeout.mul_f64(0.8);
+            let wait = q
+                .timeout
+                .map_or(Duration::from_secs(25), Duration::from_millis);
+            let deadline = tokio::time::Instant::now() + wait.min(cap);
+            let mut shutdown = s.shutdown.subscribe();
+            loop {
+                let mut rx = s.changed.subscribe();
+                rx.borrow_and_update();
+                let ch = read_changes(&s, &coll, since, limit).await?;
+                let now = tokio::time::Instant::now();
+                if !ch.is_empty() || now >= deadline || *shutdown.borrow() {
+                    return Ok(ndjson(json_lines(&ch)));
+                }
+                let nap = FEED_POLL.min(deadline - now);
+                tokio::select! {
+                    _ = rx.changed() => {}
+                    () = tokio::time::sleep(nap) => {}
+                    _ = shutdown.changed() => {}
+                }
+            }
+        }
+        "sse" => {
+            let since = match headers.get("last-event-id") {
+                Some(v) => v
+                    .to_str()
+                    .ok()
+                    .and_then(|t| t.trim().parse::<u64>().ok())
+                    .ok_or_else(|| ApiError::bad_request("Last-Event-ID: a sequence number"))?,
+                None => since,
+            };
+            // The first read answers errors (no collection, trimmed history) with a status.
+            let first = read_changes(&s, &coll, since, limit).await?;
+            let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
+            tokio::spawn(sse_stream(s.clone(), coll, since, limit, first, tx));
+            let mut r = Response::new(Body::new(ChanBody(rx)));
+            let h = r.headers_mut();
+            h.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream"),
+            );
+            h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+            Ok(r)
+        }
+        other => Err(
+            ApiError::bad_request("feed must be normal, longpoll or sse").with_detail(json!(other)),
+        ),
+    }
+}
+
+/// Feeds an SSE response: the changes after `since`, then each new one as it commits, until
+/// the client goes, the server stops, or reading fails (an `error` event, then the end).
+async fn sse_stream(
+    s: Arc<AppState>,
+    coll: String,
+    mut since: u64,
+    limit: usize,
+    first: Vec<Change>,
+    tx: tokio::sync::mpsc::Sender<Bytes>,
+) {
+    let mut shutdown = s.shutdown.subscribe();
+    let mut batch = Ok(first);
+    let mut idle = tokio::time::Instant::now();
+    loop {
+        let mut rx = s.changed.subscribe();
+        let got = match batch {
+            Ok(ch) => ch,
+            Err(e) => {
+                let e: ApiError = e;
+                let ev = format!(
+                    "event: error\ndata: {}\n\n",
+                    String::from_utf8_lossy(&e.body())
+                );
+                let _ = tx.send(Bytes::from(ev)).await;
+                return;
+            }
+        };
+        let full = got.len() == limit;
+        for c in &got {
+            let ev = format!("id: {}\ndata: {}\n\n", c.seq, change_json(c));
+            if tx.send(Bytes::from(ev)).await.is_err() {
+                return;
+            }
+            since = c.seq;
+        }
+        if !got.is_empty() {
+            idle = tokio::time::Instant::now();
+        }
+        if !full {
+            if idle.elapsed() >= SSE_KEEPALIVE {
+                if tx.send(Bytes::from_static(b":\n\n")).await.is_err() {
+                    return;
+                }
+                idle = tokio::time::Instant::now();
+            }
+            if *shutdown.borrow() {
+                return;
+            }
+            tokio::select! {
+                _ = rx.changed() => {}
+                () = tokio::time::sleep(FEED_POLL) => {}
+                _ = shutdown.changed() => return,
+                () = tx.closed() => return,
+            }
+        }
+        rx.borrow_and_update();
+        batch = read_changes(&s, &coll, since, limit).await;
+    }
+}
+
+/// A response body fed by a channel (a stream of events).
+struct ChanBody(tokio::sync::mpsc::Receiver<Bytes>);
+
+impl http_body::Body for ChanBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|b| b.map(|b| Ok(http_body::Frame::data(b))))
+    }
 }

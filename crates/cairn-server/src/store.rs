@@ -2,77 +2,159 @@
 //! operations the handlers run on the blocking pool (reads in a read transaction, writes
 //! inside [`cairn::Env::write_grouped`]).
 //!
-//! Stored form (docs/server.md, "Stored form"): key = the id's UTF-8 bytes, value =
-//! `[FORMAT = 1][version: u64 big-endian][the document's JSON bytes]`.
+//! Collections are `cairn_doc` collections (docs/doc.md): every document write goes through
+//! `cairn_doc::Collection::put_text` / `delete` in the request's write transaction, so the
+//! collection's index entries and change-feed record commit with the document or not at all.
+//!
+//! Stored form (docs/server.md, "Stored form"; cairn-doc's layout): in the database
+//! `doc:{collection}:docs`, key = the id's UTF-8 bytes, value = `[version: u64 BE][seq: u64
+//! BE][the document's JSON bytes, as the client sent them]`.
 //!
 //! Invariants:
-//! - A collection is a named database created by the first write into it; nothing else of
-//!   the server is stored (the main database holds only the collections' records).
-//! - Versions are unique across the environment and grow with every write of a document:
-//!   `txn_id << 24 | n`, where `n` counts the writes of that transaction (closures of one group
-//!   run one after another on the leader's thread, under `Versions`' lock). A later
-//!   transaction has a larger id, so a document deleted and created again never gets back an
-//!   earlier ETag.
+//! - A collection (its cairn-doc databases) is created by the first write into it.
+//! - A document's ETag is its `seq`: the feed sequence number of the write that stored it.
+//!   Sequence numbers of a collection grow with every write and are never reused, so a
+//!   document deleted and created again never gets back an earlier ETag.
 //! - A conditional write evaluates its condition and writes in the same transaction, so no
 //!   other write comes between (one writer at a time).
 //! - A failed condition or missing document changes nothing, the collection's creation
-//!   included (it is checked before `create_db`).
+//!   included (the request's closure is rolled back as a whole).
 
 use crate::decode::{self, BulkItem, BulkOp, Condition};
 use crate::error::ApiError;
 use axum::http::StatusCode;
-use cairn::{Database, DbFlags, Env, PutFlags, RwTxn};
+use cairn::{Database, Env, RwTxn};
+use cairn_doc::{key, Collection};
 use serde_json::{json, Value};
+use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Mutex;
 
-/// The stored form's format byte.
-const FORMAT: u8 = 1;
-/// Bytes before the document.
-pub const HEADER: usize = 9;
-/// Bits of a version below the transaction id.
-const SEQ_BITS: u32 = 24;
+/// Bytes before the document (cairn-doc's version and seq).
+pub const HEADER: usize = 16;
 
-/// Encodes a stored value.
-pub fn encode(version: u64, doc: &[u8]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(HEADER + doc.len());
-    v.push(FORMAT);
-    v.extend_from_slice(&version.to_be_bytes());
-    v.extend_from_slice(doc);
-    v
-}
-
-/// Decodes a stored value into its version and document.
+/// Decodes a stored value into its ETag version (the seq) and document.
 pub fn decode(v: &[u8]) -> Result<(u64, &[u8]), ApiError> {
-    if v.len() < HEADER || v[0] != FORMAT {
+    if v.len() < HEADER {
         return Err(ApiError::internal(
             "a stored document has an unknown format",
         ));
     }
-    let mut ver = [0u8; 8];
-    ver.copy_from_slice(&v[1..HEADER]);
-    Ok((u64::from_be_bytes(ver), &v[HEADER..]))
+    let mut seq = [0u8; 8];
+    seq.copy_from_slice(&v[8..HEADER]);
+    Ok((u64::from_be_bytes(seq), &v[HEADER..]))
 }
 
-/// Hands out versions (see the module's invariants).
+/// The collections known to exist (their handles, opened once; `cairn_doc::Handle` keeps
+/// the parsed index definitions between writes).
 #[derive(Default)]
-pub struct Versions {
-    last: Mutex<(u64, u64)>,
+pub struct Colls {
+    map: Mutex<HashMap<String, cairn_doc::Handle>>,
 }
 
-impl Versions {
-    /// The next version for a write in `txn`.
-    fn next(&self, txn: &RwTxn<'_>) -> Result<u64, ApiError> {
-        let id = txn.id();
-        let mut g = self.last.lock().unwrap_or_else(|p| p.into_inner());
-        let n = if g.0 == id { g.1 + 1 } else { 0 };
-        if n >= 1 << SEQ_BITS || id >= 1 << (64 - SEQ_BITS) {
-            return Err(ApiError::internal(
-                "version space of the transaction exhausted",
-            ));
+impl Colls {
+    /// The handle of a collection known to exist.
+    pub fn cached(&self, name: &str) -> Option<cairn_doc::Handle> {
+        self.map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// The handle of an existing collection (opened and kept), `None` if it does not exist.
+    /// Not to be called while this thread holds a write transaction.
+    pub fn existing(
+        &self,
+        env: &std::sync::Arc<Env>,
+        name: &str,
+    ) -> Result<Option<cairn_doc::Handle>, ApiError> {
+        if let Some(h) = self.cached(name) {
+            return Ok(Some(h));
         }
-        *g = (id, n);
-        Ok(id << SEQ_BITS | n)
+        {
+            let txn = env.read_txn()?;
+            match txn.open_db(Some(&key::docs_db(name))) {
+                Ok(_) => {}
+                Err(cairn::Error::DbNotFound { .. }) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let h = cairn_doc::Handle::open(env.clone(), name).map_err(doc_error)?;
+        self.map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_string(), h.clone());
+        Ok(Some(h))
+    }
+
+    /// The collection for a write in `txn`, created (in `txn`) if it does not exist.
+    pub(crate) fn for_write(
+        &self,
+        txn: &mut RwTxn<'_>,
+        name: &str,
+    ) -> Result<Collection, ApiError> {
+        match self.cached(name) {
+            Some(h) => Ok(h.collection().clone()),
+            None => Collection::create(txn, name).map_err(doc_error),
+        }
+    }
+}
+
+/// The names of the collections of the environment.
+pub fn collection_names(env: &Env) -> Result<Vec<String>, ApiError> {
+    let txn = env.read_txn()?;
+    Ok(txn
+        .db_names()?
+        .into_iter()
+        .filter_map(|n| {
+            n.strip_prefix("doc:")
+                .and_then(|r| r.strip_suffix(":docs"))
+                .filter(|c| !c.contains(':'))
+                .map(str::to_string)
+        })
+        .collect())
+}
+
+/// A cairn-doc error as the client sees it.
+pub fn doc_error(e: cairn_doc::Error) -> ApiError {
+    use cairn_doc::Error as E;
+    match e {
+        E::Cairn(e) => e.into(),
+        E::UniqueViolation {
+            index,
+            value,
+            existing_id,
+        } => ApiError::new(StatusCode::CONFLICT, "unique index violation")
+            .with_detail(json!({"index": index, "value": value, "existing_id": existing_id})),
+        E::IndexValueTooLarge { index, len } => ApiError::bad_request("indexed value too long")
+            .with_detail(json!({"index": index, "bytes": len})),
+        E::IndexBuilding { index, done, total } => ApiError::new(
+            StatusCode::CONFLICT,
+            "the index is building; retry when it is ready",
+        )
+        .with_detail(json!({"index": index, "done": done, "total": total})),
+        E::IndexFailed { index, reason } => ApiError::new(
+            StatusCode::CONFLICT,
+            "the index failed to build; drop it and declare it again",
+        )
+        .with_detail(json!({"index": index, "reason": reason})),
+        E::VersionMismatch { id, .. } => {
+            ApiError::precondition("version mismatch").with_detail(json!({"id": id}))
+        }
+        E::NoIndex(n) => ApiError::not_found("no such index").with_detail(json!(n)),
+        E::IndexExists(n) => ApiError::new(
+            StatusCode::CONFLICT,
+            "an index of that name exists with another definition",
+        )
+        .with_detail(json!(n)),
+        E::FeedTrimmed { since, oldest } => ApiError::new(
+            StatusCode::GONE,
+            "changes after `since` were trimmed from the feed",
+        )
+        .with_detail(json!({"since": since, "oldest": oldest})),
+        E::Invalid(w) => ApiError::bad_request("invalid argument").with_detail(json!(w)),
+        other => ApiError::internal("document store error").with_detail(json!(other.to_string())),
     }
 }
 
@@ -165,9 +247,9 @@ impl Preconditions {
     }
 }
 
-/// The collection's database in a write transaction, if it exists.
+/// The collection's documents database in a write transaction, if it exists.
 fn open_existing(txn: &mut RwTxn<'_>, coll: &str) -> Result<Option<Database>, ApiError> {
-    match txn.open_db(Some(coll)) {
+    match txn.open_db(Some(&key::docs_db(coll))) {
         Ok(db) => Ok(Some(db)),
         Err(cairn::Error::DbNotFound { .. }) => Ok(None),
         Err(e) => Err(e.into()),
@@ -186,10 +268,11 @@ fn current_version(
     }
 }
 
-/// Writes one document (inside a write transaction).
+/// Writes one document (inside a write transaction) through cairn-doc: its index entries
+/// and feed record in the same transaction. `doc` is the validated JSON text.
 pub fn put(
     txn: &mut RwTxn<'_>,
-    versions: &Versions,
+    colls: &Colls,
     coll: &str,
     id: &str,
     doc: &[u8],
@@ -198,12 +281,11 @@ pub fn put(
     let existing = open_existing(txn, coll)?;
     let current = current_version(txn, existing, id)?;
     pre.check(current)?;
-    let db = match existing {
-        Some(db) => db,
-        None => txn.create_db(Some(coll), DbFlags::CREATE)?,
-    };
-    let version = versions.next(txn)?;
-    txn.put(db, id.as_bytes(), &encode(version, doc), PutFlags::empty())?;
+    let value: Value = serde_json::from_slice(doc)
+        .map_err(|e| ApiError::bad_request("malformed JSON").with_detail(json!(e.to_string())))?;
+    let c = colls.for_write(txn, coll)?;
+    c.put_text(txn, id, &value, doc, None).map_err(doc_error)?;
+    let version = c.last_seq(&*txn).map_err(doc_error)?;
     Ok(Written {
         version,
         created: current.is_none(),
@@ -213,6 +295,7 @@ pub fn put(
 /// Deletes one document (inside a write transaction); 404 if it or its collection is missing.
 pub fn delete(
     txn: &mut RwTxn<'_>,
+    colls: &Colls,
     coll: &str,
     id: &str,
     pre: &Preconditions,
@@ -225,7 +308,8 @@ pub fn delete(
     let Some(v) = current else {
         return Err(ApiError::not_found("no such document"));
     };
-    txn.delete(db, id.as_bytes())?;
+    let c = colls.for_write(txn, coll)?;
+    c.delete(txn, id).map_err(doc_error)?;
     Ok(v)
 }
 
@@ -234,7 +318,7 @@ pub fn delete(
 /// others are written. Engine errors (disk full, ...) fail the whole request.
 pub fn bulk(
     txn: &mut RwTxn<'_>,
-    versions: &Versions,
+    colls: &Colls,
     ids: &IdGen,
     coll: &str,
     items: &[BulkItem],
@@ -248,8 +332,10 @@ pub fn bulk(
             if_none_match: (item.op == BulkOp::Create).then_some(Condition::Any),
         };
         let r = decode::id(&id, max_id).and_then(|()| match (item.op, &item.doc) {
-            (BulkOp::Delete, _) => delete(txn, coll, &id, &pre).map(|_| (StatusCode::OK, None)),
-            (_, Some(doc)) => put(txn, versions, coll, &id, doc, &pre).map(|w| {
+            (BulkOp::Delete, _) => {
+                delete(txn, colls, coll, &id, &pre).map(|_| (StatusCode::OK, None))
+            }
+            (_, Some(doc)) => put(txn, colls, coll, &id, doc, &pre).map(|w| {
                 let st = if w.created {
                     StatusCode::CREATED
                 } else {
@@ -284,7 +370,7 @@ pub fn bulk(
 
 /// Opens a collection for reading; 404 if it does not exist.
 fn open_read(txn: &cairn::RoTxn<'_>, coll: &str) -> Result<Database, ApiError> {
-    match txn.open_db(Some(coll)) {
+    match txn.open_db(Some(&key::docs_db(coll))) {
         Ok(db) => Ok(db),
         Err(cairn::Error::DbNotFound { .. }) => Err(ApiError::not_found("no such collection")),
         Err(e) => Err(e.into()),
@@ -314,8 +400,90 @@ pub struct ListQuery {
     /// Descending id order.
     #[serde(default)]
     pub reverse: bool,
-    /// The `next` of the previous page: resume after that id.
+    /// The `next` of the previous page: resume after that id (or, with `where`, after that
+    /// index entry).
     pub cursor: Option<String>,
+    /// An index query: the JSON pointer of a Ready index of the collection.
+    #[serde(rename = "where")]
+    pub where_: Option<String>,
+    /// With `where`: the indexed value equals this JSON literal.
+    pub eq: Option<String>,
+    /// With `where`: lower bound, inclusive.
+    pub gte: Option<String>,
+    /// With `where`: lower bound, exclusive.
+    pub gt: Option<String>,
+    /// With `where`: upper bound, inclusive.
+    pub lte: Option<String>,
+    /// With `where`: upper bound, exclusive.
+    pub lt: Option<String>,
+}
+
+/// A query-string value as a JSON literal: a number, a quoted string or a boolean.
+fn literal(name: &str, s: &str) -> Result<Value, ApiError> {
+    match serde_json::from_str::<Value>(s) {
+        Ok(v @ (Value::Number(_) | Value::String(_) | Value::Bool(_))) => Ok(v),
+        _ => Err(
+            ApiError::bad_request(format!("{name}: a JSON number, quoted string or boolean"))
+                .with_detail(json!(s)),
+        ),
+    }
+}
+
+/// The bound of one side from its inclusive and exclusive parameters.
+fn bound(
+    incl: (&str, &Option<String>),
+    excl: (&str, &Option<String>),
+) -> Result<Bound<Value>, ApiError> {
+    match (incl.1, excl.1) {
+        (Some(_), Some(_)) => Err(ApiError::bad_request(format!(
+            "{} and {} together",
+            incl.0, excl.0
+        ))),
+        (Some(v), None) => Ok(Bound::Included(literal(incl.0, v)?)),
+        (None, Some(v)) => Ok(Bound::Excluded(literal(excl.0, v)?)),
+        (None, None) => Ok(Bound::Unbounded),
+    }
+}
+
+/// The cairn-doc query of a listing with `where` (checked before any transaction).
+pub fn index_query(q: &ListQuery) -> Result<cairn_doc::Query, ApiError> {
+    let limit = q.limit.unwrap_or(LIST_DEFAULT);
+    if limit == 0 || limit > LIST_MAX {
+        return Err(ApiError::bad_request("limit must be 1 to 1000").with_detail(json!(limit)));
+    }
+    if q.start.is_some() || q.end.is_some() {
+        return Err(ApiError::bad_request(
+            "start and end list ids; with where, use eq, gte, gt, lte, lt",
+        ));
+    }
+    let query = match &q.eq {
+        Some(v) => {
+            if q.gte.is_some() || q.gt.is_some() || q.lte.is_some() || q.lt.is_some() {
+                return Err(ApiError::bad_request("eq and a range bound together"));
+            }
+            cairn_doc::Query::eq(literal("eq", v)?)
+        }
+        None => cairn_doc::Query::bounds(
+            bound(("gte", &q.gte), ("gt", &q.gt))?,
+            bound(("lte", &q.lte), ("lt", &q.lt))?,
+        ),
+    };
+    Ok(query
+        .reverse(q.reverse)
+        .limit(limit)
+        .after(q.cursor.as_deref().map(cairn_doc::Token::from_text)))
+}
+
+/// Runs an index query: `{"items": [{"id", "version", "doc"}...], "next": token}` in index
+/// order, like a listing.
+pub fn query(h: &cairn_doc::Handle, path: &str, q: &cairn_doc::Query) -> Result<Value, ApiError> {
+    let page = h.query_path(path, q).map_err(doc_error)?;
+    let items: Vec<Value> = page
+        .docs
+        .into_iter()
+        .map(|d| json!({"id": d.id, "version": decode::version_str(d.seq), "doc": d.body}))
+        .collect();
+    Ok(json!({"items": items, "next": page.next.map(|t| t.as_str().to_string())}))
 }
 
 /// An entry of a range iteration.
@@ -438,8 +606,8 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 pub fn stats(env: &Env) -> Result<Value, ApiError> {
     let txn = env.read_txn()?;
     let mut colls = serde_json::Map::new();
-    for name in txn.db_names()? {
-        let db = txn.open_db(Some(&name))?;
+    for name in collection_names(env)? {
+        let db = txn.open_db(Some(&key::docs_db(&name)))?;
         let st = txn.stat(db)?;
         colls.insert(
             name,
@@ -477,10 +645,36 @@ mod tests {
     }
 
     #[test]
+    fn doc_errors_get_their_statuses() {
+        use cairn_doc::Error as E;
+        let e = doc_error(E::FeedTrimmed {
+            since: 3,
+            oldest: 10,
+        });
+        assert_eq!(e.status, StatusCode::GONE);
+        assert_eq!(e.detail["oldest"], 10);
+        let st = |e| doc_error(e).status.as_u16();
+        assert_eq!(st(E::NoIndex("x".into())), 404);
+        assert_eq!(st(E::IndexExists("x".into())), 409);
+        assert_eq!(st(E::Invalid("x".into())), 400);
+        assert_eq!(
+            st(E::IndexBuilding {
+                index: "x".into(),
+                done: 1,
+                total: 2
+            }),
+            409
+        );
+        assert_eq!(st(E::Inconsistent("x".into())), 500);
+    }
+
+    #[test]
     fn stored_form_round_trips() {
-        let v = encode(0xabcdef, b"{}");
+        let mut v = 7u64.to_be_bytes().to_vec();
+        v.extend_from_slice(&0xabcdefu64.to_be_bytes());
+        v.extend_from_slice(b"{}");
         assert_eq!(decode(&v).unwrap(), (0xabcdef, &b"{}"[..]));
-        assert!(decode(b"\x02abcdefgh{}").is_err());
+        assert!(decode(b"\x02abcdefgh").is_err());
         assert_eq!(unhex(&hex(b"a\xffz")).unwrap(), b"a\xffz");
         assert!(unhex("zz").is_none());
     }

@@ -187,7 +187,7 @@ fn bulk_writes_in_one_transaction() {
         {"id": "one", "doc": {"n": 1}},
         {"doc": {"n": 2}},
         {"id": "keep", "op": "create", "doc": {"n": 3}},
-        {"id": "keep", "if_match": "1", "doc": {"n": 4}},
+        {"id": "keep", "if_match": "ffff", "doc": {"n": 4}},
         {"id": "keep", "if_match": etag, "doc": {"n": 5}},
         {"id": "ghost", "op": "delete"},
         {"id": "one", "op": "delete"},
@@ -199,9 +199,17 @@ fn bulk_writes_in_one_transaction() {
     let statuses: Vec<u64> = res.iter().map(|x| x["status"].as_u64().unwrap()).collect();
     assert_eq!(statuses, [201, 201, 412, 412, 200, 404, 200, 400]);
     assert_eq!(res[1]["id"].as_str().unwrap().len(), 26, "an assigned id");
-    // One transaction: the versions written share the transaction's id (the bits above 24).
-    let txn = |v: &Value| u64::from_str_radix(v.as_str().unwrap(), 16).unwrap() >> 24;
-    assert_eq!(txn(&res[0]["version"]), txn(&res[4]["version"]));
+    // Versions are the collection's feed sequence numbers: the items written get consecutive
+    // ones, in order (keep was 1; one, the assigned id and keep again are 2, 3, 4).
+    let ver = |v: &Value| u64::from_str_radix(v.as_str().unwrap(), 16).unwrap();
+    assert_eq!(
+        [
+            ver(&res[0]["version"]),
+            ver(&res[1]["version"]),
+            ver(&res[4]["version"])
+        ],
+        [2, 3, 4]
+    );
     assert_eq!(c.get("/b/keep").json()["n"], 5);
     c.get("/b/one").assert_error(404);
     let assigned = res[1]["id"].as_str().unwrap();
@@ -510,12 +518,12 @@ fn backup_is_a_consistent_copy_taken_while_writes_go_on() {
     std::fs::write(dir.path().join("data.cairn"), &r.body).unwrap();
     let env = cairn::Env::open(dir.path()).unwrap();
     let txn = env.read_txn().unwrap();
-    let db = txn.open_db(Some("bk")).unwrap();
+    let db = txn.open_db(Some("doc:bk:docs")).unwrap();
     assert_eq!(txn.stat(db).unwrap().entries, 200);
     let v = txn.get(db, b"0123").unwrap().unwrap();
     assert_eq!(&v[cairn_server::store::HEADER..], br#"{"i":123}"#);
     // The copy holds a prefix of the live writes (one snapshot), no more than were made.
-    let live = match txn.open_db(Some("live")) {
+    let live = match txn.open_db(Some("doc:live:docs")) {
         Ok(db) => txn.stat(db).unwrap().entries,
         Err(_) => 0,
     };

@@ -1,0 +1,143 @@
+//! Feed lag of `cairn serve` (issue 24's third benchmark figure, a quick in-process look):
+//! the time from a write's acknowledgement (its 2xx read by the client) to the arrival of its
+//! record on an SSE reader, under a write load of `WRITERS` keep-alive connections sending
+//! PUTs in a closed loop (durable, group commit). A record that arrives before its writer has
+//! read the acknowledgement counts as 0.
+//!
+//! `cargo run --release -p cairn-server --example feed_lag [rounds]`; results in
+//! docs/bench/serve/indexes.md.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+const WRITERS: usize = 8;
+const PER_WRITER: usize = 400;
+
+fn put(r: &mut BufReader<TcpStream>, path: &str, body: &str) -> u64 {
+    let req = format!(
+        "PUT {path} HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    r.get_mut().write_all(req.as_bytes()).unwrap();
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert!(line.contains(" 20"), "{line}");
+    let (mut len, mut etag) = (0, 0);
+    loop {
+        let mut h = String::new();
+        r.read_line(&mut h).unwrap();
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':') {
+            if k.eq_ignore_ascii_case("content-length") {
+                len = v.trim().parse().unwrap();
+            } else if k.eq_ignore_ascii_case("etag") {
+                etag = u64::from_str_radix(v.trim().trim_matches('"'), 16).unwrap();
+            }
+        }
+    }
+    let mut b = vec![0; len];
+    r.read_exact(&mut b).unwrap();
+    etag
+}
+
+fn conn(addr: SocketAddr) -> BufReader<TcpStream> {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_nodelay(true).unwrap();
+    BufReader::new(s)
+}
+
+/// One run: the lags, sorted.
+fn run() -> Vec<Duration> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = cairn_server::Config::new(dir.path());
+    cfg.listen = "127.0.0.1:0".parse().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let s = cairn_server::Server::bind(cfg).await.unwrap();
+            tx.send(s.local_addr()).unwrap();
+            s.run(async move {
+                let _ = stop_rx.await;
+            })
+            .await
+            .unwrap();
+        });
+    });
+    let addr = rx.recv().unwrap();
+    let mut c = conn(addr);
+    put(&mut c, "/lag/first", "{}");
+    // The reader: arrival time of every record.
+    let total = WRITERS * PER_WRITER + 1;
+    let reader = std::thread::spawn(move || {
+        let mut r = conn(addr);
+        r.get_mut()
+            .write_all(b"GET /lag/_changes?feed=sse&since=1 HTTP/1.1\r\nHost: b\r\n\r\n")
+            .unwrap();
+        let mut seen = HashMap::new();
+        let mut line = String::new();
+        while seen.len() < total - 1 {
+            line.clear();
+            r.read_line(&mut line).unwrap();
+            if let Some(id) = line.strip_prefix("id: ") {
+                seen.insert(id.trim().parse::<u64>().unwrap(), Instant::now());
+            }
+        }
+        seen
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            std::thread::spawn(move || {
+                let mut c = conn(addr);
+                (0..PER_WRITER)
+                    .map(|i| {
+                        let seq = put(&mut c, &format!("/lag/w{w}-{i}"), r#"{"x":1}"#);
+                        (seq, Instant::now())
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let acks: Vec<(u64, Instant)> = writers
+        .into_iter()
+        .flat_map(|j| j.join().unwrap())
+        .collect();
+    let seen = reader.join().unwrap();
+    let _ = stop_tx.send(());
+    server.join().unwrap();
+    let mut lags: Vec<Duration> = acks
+        .iter()
+        .map(|(seq, at)| seen[seq].saturating_duration_since(*at))
+        .collect();
+    lags.sort();
+    lags
+}
+
+fn main() {
+    let rounds: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(3);
+    for r in 0..rounds {
+        let l = run();
+        let pct = |p: f64| l[((l.len() as f64 * p) as usize).min(l.len() - 1)];
+        println!(
+            "round {r}: {} writes, lag p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            l.len(),
+            pct(0.5).as_secs_f64() * 1e3,
+            pct(0.99).as_secs_f64() * 1e3,
+            l[l.len() - 1].as_secs_f64() * 1e3
+        );
+    }
+}
