@@ -158,7 +158,7 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
         .map_err(|e| format!("starting the runtime: {e}"))?;
     rt.block_on(async move {
         let call = |node: &str, path: &str, body: Option<Value>| {
-            let mut c = Client::new(vec![node.to_string()]);
+            let mut c = cli_client(node);
             let path = path.to_string();
             async move { c.call(&path, body).await }
         };
@@ -176,12 +176,10 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
                 call(&node, "/admin/init", Some(json!({ "members": m }))).await?
             }
             ClusterCommand::AddLearner { node, id, addr } => {
-                call(
-                    &node,
-                    "/admin/add-learner",
-                    Some(json!({ "id": id, "addr": addr })),
-                )
-                .await?
+                let mut c = cli_client(&node);
+                c.timeout = Duration::from_secs(3600);
+                let body = json!({ "id": id, "addr": addr });
+                c.call("/admin/add-learner", Some(body)).await?
             }
             ClusterCommand::Promote { node, ids } => {
                 call(&node, "/admin/promote", Some(json!({ "ids": ids }))).await?
@@ -190,7 +188,7 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
                 call(&node, "/admin/remove", Some(json!({ "ids": ids }))).await?
             }
             ClusterCommand::Status { node } => {
-                let mut c = Client::new(vec![node]);
+                let mut c = cli_client(&node);
                 c.follow = false;
                 c.call("/status", None).await?
             }
@@ -209,7 +207,7 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
                 db,
                 key,
             } => {
-                let mut c = Client::new(vec![node]);
+                let mut c = cli_client(&node);
                 c.follow = !local;
                 let q = format!(
                     "/read?db={}&key={}&consistency={}",
@@ -226,6 +224,14 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
         );
         Ok(())
     })
+}
+
+/// The client of one command: retries for 10 s (an election takes a few seconds), except
+/// `add-learner`, which waits as long as the catching up takes.
+fn cli_client(node: &str) -> Client {
+    let mut c = Client::new(vec![node.to_string()]);
+    c.deadline = Duration::from_secs(10);
+    c
 }
 
 /// Percent-encodes a query component.
