@@ -9,7 +9,7 @@
 //! | `GET /read?db=&key=[&consistency=local]` | `{"value"}`: linearizable on the leader (read index), or this node's applied state |
 //! | `GET /scan?db=` | `{"entries":[[key, value]...]}`: this node's applied state of one database |
 //! | `GET /status` | this node's role, term, leader, log / applied indexes, membership, and on the leader each node's matched index and lag |
-//! | `POST /admin/init` `{"members":{"id":"addr"}}` | makes a new cluster (empty: this node alone) |
+//! | `POST /admin/init` `{"members":{"id":"addr"}}` | makes a new cluster (empty: this node alone); 409 if already done |
 //! | `POST /admin/add-learner` `{"id","addr"}` | adds a learner and waits until it has caught up |
 //! | `POST /admin/promote` `{"ids":[..]}` / `POST /admin/remove` `{"ids":[..]}` | learners to voters / voters out of the cluster |
 //!
@@ -21,7 +21,7 @@ use crate::net::{request, HttpNetwork, RPC_CONTENT_TYPE};
 use crate::raft::{Config, NodeId, SnapshotPolicy};
 use crate::types::{decode, encode};
 use crate::{Error, Node, Op};
-use axum::extract::{Query, State};
+use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -298,6 +298,9 @@ pub async fn serve(a: NodeArgs) -> Result<(), String> {
         .map_err(|e| format!("serving: {e}"))
 }
 
+/// The largest body of a client route: a write batch of up to 64 MiB of JSON.
+pub const MAX_BATCH: usize = 64 << 20;
+
 struct Ctx {
     node: Node,
     addr: String,
@@ -307,10 +310,16 @@ type Shared = State<Arc<Ctx>>;
 
 /// The routes of one node: Raft RPCs and client routes.
 pub fn router(node: Node, addr: String) -> Router {
-    Router::new()
+    // Raft RPCs come from the cluster's own nodes and carry up to `max_payload_entries` log
+    // entries, each a client batch: no body limit (axum's default of 2 MB would refuse a run
+    // of large batches and stall replication). Client bodies: one batch, at most MAX_BATCH.
+    let rpc = Router::new()
         .route("/raft/append", post(rpc_append))
         .route("/raft/vote", post(rpc_vote))
         .route("/raft/snapshot", post(rpc_snapshot))
+        .layer(DefaultBodyLimit::disable());
+    Router::new()
+        .merge(rpc)
         .route("/write", post(write))
         .route("/read", get(read))
         .route("/scan", get(scan))
@@ -319,6 +328,7 @@ pub fn router(node: Node, addr: String) -> Router {
         .route("/admin/add-learner", post(add_learner))
         .route("/admin/promote", post(promote))
         .route("/admin/remove", post(remove))
+        .layer(DefaultBodyLimit::max(MAX_BATCH))
         .with_state(Arc::new(Ctx { node, addr }))
 }
 
@@ -516,7 +526,12 @@ async fn init(State(c): Shared, Json(b): Json<InitBody>) -> Response {
     }
     match c.node.initialize(members).await {
         Ok(()) => Json(json!({ "ok": true })).into_response(),
-        Err(e) => refused(&c, e),
+        // Already initialized (or a membership this node is not in): not retryable.
+        Err(e) => (
+            StatusCode::CONFLICT,
+            Json(json!({ "error": e.to_string() })),
+        )
+            .into_response(),
     }
 }
 

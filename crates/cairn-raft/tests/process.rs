@@ -2,7 +2,8 @@
 //! between nodes): writes through the leader from concurrent clients; the leader SIGKILLed
 //! under that load, a new one elected, writes go on; the killed node restarted on its
 //! directory; a follower removed, wiped, restarted empty and added back as a learner (it can
-//! only catch up by a snapshot install: the leader's log is purged) then promoted; at the end
+//! only catch up by a snapshot install: the leader's log is purged) then promoted; a 3 MB
+//! batch crosses the network as one entry; at the end
 //! every acknowledged write is in every node's applied state, read from each node locally.
 //!
 //! Every wait polls with a generous deadline (the machine may be loaded).
@@ -122,6 +123,16 @@ async fn processes_survive_a_killed_leader_and_rebuild_a_follower_by_snapshot() 
         .unwrap();
     let leader = agreed_leader(&addrs(&procs), &[1, 2, 3]).await;
     eprintln!("{:?}: leader {leader}", t.elapsed());
+
+    // One batch of 3 MB: the append-entries carrying it is larger than axum's default body
+    // limit (2 MB), which the Raft routes lift.
+    let big: Vec<Value> = (0..300)
+        .map(|i| json!({ "db": "big", "key": format!("b{i:03}"), "value": "x".repeat(10_000) }))
+        .collect();
+    admin
+        .call("/write", Some(json!({ "ops": big })))
+        .await
+        .unwrap();
 
     // The write load: 4 clients, each putting its own keys, recording what was acknowledged.
     let acked = Arc::new(Mutex::new(Vec::<String>::new()));
@@ -256,6 +267,10 @@ async fn processes_survive_a_killed_leader_and_rebuild_a_follower_by_snapshot() 
             );
         }
         assert_eq!(have.get("last").copied(), Some("1"));
+        let big = get(&p.addr, "/scan?db=big").await.unwrap();
+        let big = big["entries"].as_array().unwrap();
+        assert_eq!(big.len(), 300, "node {}", p.id);
+        assert!(big.iter().all(|e| e[1].as_str().unwrap().len() == 10_000));
     }
     let status = get(&leader_addr, "/status").await.unwrap();
     assert_eq!(status["voters"].as_array().unwrap().len(), 3, "{status}");
