@@ -40,7 +40,17 @@ pub enum Command {
     Migrate(MigrateArgs),
     /// Serve the environment as a JSON document store over HTTP (docs/server.md).
     Serve(ServeArgs),
+    /// Run a replicated (Raft) node, or operate a running cluster: init, add-learner,
+    /// promote, remove, status, put, get (docs/replication.md).
+    Cluster(cairn_raft::cluster::ClusterArgs),
 }
+
+/// The options of a subcommand that takes no environment path.
+static NO_PATH: Common = Common {
+    no_subdir: false,
+    version: false,
+    path: None,
+};
 
 /// Options every subcommand shares, and the environment's path.
 #[derive(Args, Debug, Clone)]
@@ -247,6 +257,8 @@ impl Command {
             Command::Drop(a) => &a.common,
             Command::Migrate(a) => &a.common,
             Command::Serve(a) => &a.common,
+            // No environment path: a node's directory is its --dir.
+            Command::Cluster(_) => &NO_PATH,
         }
     }
 }

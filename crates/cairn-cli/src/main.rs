@@ -42,6 +42,7 @@ fn command_name(c: &Command) -> &'static str {
         Command::Drop(_) => "drop",
         Command::Migrate(_) => "migrate",
         Command::Serve(_) => "serve",
+        Command::Cluster(_) => "cluster",
     }
 }
 
@@ -82,10 +83,13 @@ fn run(cli: Cli) -> Result<(), CliError> {
             return print_version();
         }
         return Err(CliError::Usage(
-            "a subcommand is needed: stat, dump, load, copy, check, readers, drop, migrate or serve (see --help)"
+            "a subcommand is needed: stat, dump, load, copy, check, readers, drop, migrate, serve or cluster (see --help)"
                 .into(),
         ));
     };
+    if let Command::Cluster(a) = cmd {
+        return cairn_raft::cluster::run(a).map_err(CliError::Usage);
+    }
     let common = cmd.common();
     if common.version {
         return print_version();
@@ -132,6 +136,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
         Command::Drop(a) => cairn_cli::drop::run(a, path),
         Command::Migrate(_) => unreachable!("dispatched above"),
         Command::Serve(a) => serve(a, path),
+        Command::Cluster(_) => unreachable!("dispatched above"),
     };
     out.flush().map_err(|source| CliError::Io {
         what: "writing the output".into(),

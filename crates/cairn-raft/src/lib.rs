@@ -27,8 +27,10 @@
 // signatures fix them, so boxing them inside the crate would only add a conversion.
 #![allow(clippy::result_large_err)]
 
+pub mod cluster;
 mod log;
 pub mod memnet;
+pub mod net;
 mod node;
 pub mod raft;
 mod sm;
@@ -119,6 +121,26 @@ impl Storage {
                 .map_err(store::err)
                 .map_err(Error::from)?
                 .map(<[u8]>::to_vec))
+        })
+    }
+
+    /// Every key and value of database `db` as this node has applied it (empty if the
+    /// database does not exist): a local read of one consistent state.
+    #[allow(clippy::type_complexity)]
+    pub fn scan(&self, db: &str) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Error> {
+        self.shared.with_env(|env| {
+            let r = env.read_txn().map_err(store::err).map_err(Error::from)?;
+            let d = match r.open_db(Some(db)) {
+                Ok(d) => d,
+                Err(cairn::Error::DbNotFound { .. }) => return Ok(Vec::new()),
+                Err(e) => return Err(Error::from(store::err(e))),
+            };
+            let mut out = Vec::new();
+            for item in r.iter(d).map_err(store::err).map_err(Error::from)? {
+                let (k, v) = item.map_err(store::err).map_err(Error::from)?;
+                out.push((k.to_vec(), v.to_vec()));
+            }
+            Ok(out)
         })
     }
 

@@ -1,10 +1,12 @@
 //! An in-process network: every node's `Raft` in one map, RPCs as direct calls. For tests of
 //! whole clusters in one process; a node missing from the map is unreachable, which is how a
-//! test cuts a node off (the network between processes is not built yet: docs/replication.md,
-//! "Status").
+//! test cuts a node off. It also injects faults: a node given its own handle
+//! ([`MemRouter::for_node`]) has its messages to the nodes it is cut from
+//! ([`MemRouter::partition`]) dropped until [`MemRouter::heal`]. The network between
+//! processes is HTTP (net.rs).
 //!
 //! Invariant: a call reaches the target's `Raft` exactly as openraft would deliver a decoded
-//! message: no reordering within one client, no duplication.
+//! message: no reordering within one client, no duplication; a dropped one never reaches it.
 
 use crate::raft::{NodeId, Raft, TypeConfig};
 use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError};
@@ -14,16 +16,44 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 use openraft::BasicNode;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 /// The nodes of an in-process cluster, by id (cheap to clone: one shared map).
 #[derive(Clone, Default)]
 pub struct MemRouter {
     nodes: Arc<Mutex<BTreeMap<NodeId, Raft>>>,
+    /// Directed links (from, to) whose messages are dropped.
+    cut: Arc<Mutex<BTreeSet<(NodeId, NodeId)>>>,
+    /// The node sending through this handle, if known (only then do cuts apply).
+    from: Option<NodeId>,
 }
 
 impl MemRouter {
+    /// The handle node `id` sends through: its messages obey the cuts.
+    pub fn for_node(&self, id: NodeId) -> MemRouter {
+        MemRouter {
+            from: Some(id),
+            ..self.clone()
+        }
+    }
+
+    /// Drops every message between a node of `a` and a node of `b`, both ways.
+    pub fn partition(&self, a: &[NodeId], b: &[NodeId]) {
+        let mut cut = self.cut.lock().unwrap_or_else(|p| p.into_inner());
+        for &x in a {
+            for &y in b {
+                cut.insert((x, y));
+                cut.insert((y, x));
+            }
+        }
+    }
+
+    /// Restores every link.
+    pub fn heal(&self) {
+        self.cut.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
     /// Makes `raft` reachable as node `id`.
     pub fn add(&self, id: NodeId, raft: Raft) {
         self.lock().insert(id, raft);
@@ -42,6 +72,16 @@ impl MemRouter {
         &self,
         target: NodeId,
     ) -> Result<Raft, RPCError<NodeId, BasicNode, E>> {
+        if let Some(from) = self.from {
+            let cut = self.cut.lock().unwrap_or_else(|p| p.into_inner());
+            if cut.contains(&(from, target)) {
+                let e = std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("{from} -> {target}: dropped (partition)"),
+                );
+                return Err(RPCError::Network(NetworkError::new(&e)));
+            }
+        }
         self.lock().get(&target).cloned().ok_or_else(|| {
             let e = std::io::Error::new(
                 std::io::ErrorKind::NotConnected,

@@ -11,7 +11,8 @@ use crate::types::{Op, Request, Response};
 use crate::{Error, Storage};
 use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
 use openraft::network::RaftNetworkFactory;
-use std::collections::BTreeMap;
+use openraft::ChangeMembers;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -135,6 +136,36 @@ impl Node {
             .await
             .map(|_| ())
             .map_err(any)
+    }
+
+    /// Adds node `id` at `addr` as a learner (on the leader). With `blocking`, returns once
+    /// the learner has caught up with the leader's log (by snapshot if the log is purged).
+    pub async fn add_learner(
+        &self,
+        id: NodeId,
+        addr: &str,
+        blocking: bool,
+    ) -> Result<Option<u64>, Error> {
+        self.raft
+            .add_learner(id, Member::new(addr), blocking)
+            .await
+            .map(|r| Some(r.log_id.index))
+            .map_err(write_error)
+    }
+
+    /// Makes learners `ids` voters (`promote`) or removes voters `ids` from the cluster
+    /// (`!promote`; a removed node is dropped from the membership entirely). On the leader.
+    pub async fn change_voters(&self, ids: BTreeSet<NodeId>, promote: bool) -> Result<u64, Error> {
+        let change = if promote {
+            ChangeMembers::AddVoterIds(ids)
+        } else {
+            ChangeMembers::RemoveVoters(ids)
+        };
+        self.raft
+            .change_membership(change, false)
+            .await
+            .map(|r| r.log_id.index)
+            .map_err(write_error)
     }
 
     /// Stops the node's Raft tasks.

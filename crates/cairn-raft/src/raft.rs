@@ -45,7 +45,7 @@ pub type LogState = openraft::LogState<TypeConfig>;
 /// A Raft node of this configuration.
 pub type Raft = openraft::Raft<TypeConfig>;
 
-pub use openraft::{BasicNode, Config, Membership, RaftMetrics, ServerState};
+pub use openraft::{BasicNode, Config, Membership, RaftMetrics, ServerState, SnapshotPolicy};
 
 /// openraft's storage-level types for the modules implementing its traits.
 pub(crate) mod storage {
