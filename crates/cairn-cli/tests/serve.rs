@@ -65,5 +65,10 @@ fn serve_answers_and_stops_on_sigterm() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && text.contains("\"c\""), "{text}");
+    // Collection `c` is cairn-doc's databases `doc:c:*` (docs/doc.md), its documents in
+    // `doc:c:docs`.
+    assert!(
+        out.status.success() && text.contains("\"doc:c:docs\""),
+        "{text}"
+    );
 }
