@@ -232,10 +232,23 @@ pub async fn put_doc(
 ) -> Result<Response, ApiError> {
     decode::collection(&coll)?;
     decode::id(&id, s.max_id)?;
-    decode::content_type(&headers)?;
+    let pre = preconditions(&headers);
+    store_document(s, coll, id, &headers, body, pre).await
+}
+
+/// The body of a PUT or POST, checked as a JSON document, stored under `id` (with `pre`'s
+/// conditions) in the request's grouped write; the 200 or 201 answer.
+async fn store_document(
+    s: Arc<AppState>,
+    coll: String,
+    id: String,
+    headers: &HeaderMap,
+    body: Body,
+    pre: Preconditions,
+) -> Result<Response, ApiError> {
+    decode::content_type(headers)?;
     let bytes = read_body(body, s.limits.max_body).await?;
     let doc = bytes.slice_ref(decode::document(&bytes)?);
-    let pre = preconditions(&headers);
     let (c, i) = (coll.clone(), id.clone());
     let w = write(&s, &coll, move |txn, st| {
         store::put(txn, &st.colls, &c, &i, &doc, &pre)
@@ -252,16 +265,8 @@ pub async fn post_doc(
     body: Body,
 ) -> Result<Response, ApiError> {
     decode::collection(&coll)?;
-    decode::content_type(&headers)?;
-    let bytes = read_body(body, s.limits.max_body).await?;
-    let doc = bytes.slice_ref(decode::document(&bytes)?);
     let id = s.ids.next();
-    let (c, i) = (coll.clone(), id.clone());
-    let w = write(&s, &coll, move |txn, st| {
-        store::put(txn, &st.colls, &c, &i, &doc, &Preconditions::default())
-    })
-    .await?;
-    Ok(written(&coll, &id, w))
+    store_document(s, coll, id, &headers, body, Preconditions::default()).await
 }
 
 /// `DELETE /{collection}/{id}`.
