@@ -7,6 +7,9 @@
 //! `cargo run --release -p cairn-server --example feed_lag [rounds]`; results in
 //! docs/bench/serve/indexes.md.
 
+#[path = "support/server.rs"]
+mod support;
+
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -54,27 +57,8 @@ fn conn(addr: SocketAddr) -> BufReader<TcpStream> {
 /// One run: the lags, sorted.
 fn run() -> Vec<Duration> {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = cairn_server::Config::new(dir.path());
-    cfg.listen = "127.0.0.1:0".parse().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let s = cairn_server::Server::bind(cfg).await.unwrap();
-            tx.send(s.local_addr()).unwrap();
-            s.run(async move {
-                let _ = stop_rx.await;
-            })
-            .await
-            .unwrap();
-        });
-    });
-    let addr = rx.recv().unwrap();
+    let server = support::start(dir.path());
+    let addr = server.addr;
     let mut c = conn(addr);
     put(&mut c, "/lag/first", "{}");
     // The reader: arrival time of every record.
@@ -114,8 +98,7 @@ fn run() -> Vec<Duration> {
         .flat_map(|j| j.join().unwrap())
         .collect();
     let seen = reader.join().unwrap();
-    let _ = stop_tx.send(());
-    server.join().unwrap();
+    server.stop();
     let mut lags: Vec<Duration> = acks
         .iter()
         .map(|(seq, at)| seen[seq].saturating_duration_since(*at))

@@ -8,6 +8,9 @@
 //! `cargo run --release -p cairn-server --example index_cost [rounds]`; results in
 //! docs/bench/serve/indexes.md.
 
+#[path = "support/server.rs"]
+mod support;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
@@ -71,27 +74,8 @@ type Run = (Duration, Duration, f64);
 /// One run.
 fn run(indexes: usize) -> Run {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = cairn_server::Config::new(dir.path());
-    cfg.listen = "127.0.0.1:0".parse().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let s = cairn_server::Server::bind(cfg).await.unwrap();
-            tx.send(s.local_addr()).unwrap();
-            s.run(async move {
-                let _ = stop_rx.await;
-            })
-            .await
-            .unwrap();
-        });
-    });
-    let addr = rx.recv().unwrap();
+    let server = support::start(dir.path());
+    let addr = server.addr;
     let mut c = Conn::new(addr);
     for p in PATHS.iter().take(indexes) {
         let name = p.trim_start_matches('/').replace('/', "_");
@@ -126,8 +110,7 @@ fn run(indexes: usize) -> Run {
         .flat_map(|j| j.join().unwrap())
         .collect();
     let secs = t0.elapsed().as_secs_f64();
-    let _ = stop_tx.send(());
-    server.join().unwrap();
+    server.stop();
     lat.sort();
     let pct = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)];
     (pct(0.50), pct(0.99), lat.len() as f64 / secs)
