@@ -20,6 +20,21 @@ fn python() -> Option<PathBuf> {
     oracle::need_python("LMDB-environment tests")
 }
 
+/// `cairn SUB ARGS PATH` and LMDB's `mdb_SUB ARGS PATH`, run.
+fn ours_and_lmdbs(
+    sub: &str,
+    args: &[&str],
+    p: &Path,
+) -> (std::process::Output, std::process::Output) {
+    let ours = run(&[&[sub][..], args].concat(), p);
+    let theirs = Command::new(format!("mdb_{sub}"))
+        .args(args)
+        .arg(p)
+        .output()
+        .unwrap();
+    (ours, theirs)
+}
+
 /// `cairn check [-n] PATH` exits 0.
 fn check_passes(p: &Path, no_subdir: bool, kind: &str) {
     let args: &[&str] = if no_subdir {
@@ -129,12 +144,7 @@ fn dump_of_an_lmdb_environment_is_mdb_dumps() {
             if n {
                 args.push("-n");
             }
-            let ours = run(&[&["dump"][..], &args].concat(), &p);
-            let theirs = Command::new("mdb_dump")
-                .args(&args)
-                .arg(&p)
-                .output()
-                .unwrap();
+            let (ours, theirs) = ours_and_lmdbs("dump", &args, &p);
             assert!(
                 ours.status.success(),
                 "{kind} {args:?}: {}",
@@ -157,12 +167,7 @@ fn dump_of_an_lmdb_environment_is_mdb_dumps() {
             if n {
                 args.push("-n");
             }
-            let ours = run(&[&["stat"][..], &args].concat(), &p);
-            let theirs = Command::new("mdb_stat")
-                .args(&args)
-                .arg(&p)
-                .output()
-                .unwrap();
+            let (ours, theirs) = ours_and_lmdbs("stat", &args, &p);
             assert_eq!(
                 String::from_utf8_lossy(&ours.stdout),
                 String::from_utf8_lossy(&theirs.stdout),
