@@ -232,6 +232,12 @@ pub fn bulk(body: &Bytes) -> Result<Vec<BulkItem>, ApiError> {
 }
 
 /// Checks a collection name: 1 to 64 bytes of ASCII letters, digits, `_`, `-` and `.`, not
+/// A document's address, `/{collection}/{id}`: both checked (collection first).
+pub fn address(collection: &str, id: &str, max_id: usize) -> Result<(), ApiError> {
+    self::collection(collection)?;
+    self::id(id, max_id)
+}
+
 /// starting with `_` (the server's own routes) or `.`.
 pub fn collection(name: &str) -> Result<(), ApiError> {
     let ok_char = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.');

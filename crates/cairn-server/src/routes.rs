@@ -207,8 +207,7 @@ pub async fn get_doc(
     Path((coll, id)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    decode::collection(&coll)?;
-    decode::id(&id, s.max_id)?;
+    decode::address(&coll, &id, s.max_id)?;
     let gate = s.clone();
     let (version, doc) = blocking(&gate.read_gate, move || store::get(&s.env, &coll, &id)).await?;
     let inm = Condition::from_header(&headers, header::IF_NONE_MATCH);
@@ -230,8 +229,7 @@ pub async fn put_doc(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    decode::collection(&coll)?;
-    decode::id(&id, s.max_id)?;
+    decode::address(&coll, &id, s.max_id)?;
     let pre = preconditions(&headers);
     store_document(s, coll, id, &headers, body, pre).await
 }
@@ -275,8 +273,7 @@ pub async fn delete_doc(
     Path((coll, id)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    decode::collection(&coll)?;
-    decode::id(&id, s.max_id)?;
+    decode::address(&coll, &id, s.max_id)?;
     let pre = preconditions(&headers);
     let c = coll.clone();
     write(&s, &coll, move |txn, st| {
