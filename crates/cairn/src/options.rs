@@ -11,6 +11,23 @@ pub enum Durability {
     /// Commits are not flushed; a power loss may lose the latest commits but never corrupts
     /// the file: pages of the last flushed commit are kept until the next flush.
     Lazy,
+    /// Every commit is durable before `commit` returns, at the cost of what it changed: the
+    /// pages are written as in lazy mode (not flushed) and a record of the transaction's
+    /// effects (its puts and deletes) is appended to a log file beside the data file and
+    /// flushed. The data file is flushed as in lazy mode ([`EnvOptions::sync_every`], a full
+    /// log, [`Env::sync`](crate::Env::sync), closing); after a power loss the first handle to
+    /// open the environment replays the log onto the last flushed commit (docs/design.md,
+    /// "Logged commits"). A transaction whose effects the log cannot carry (creating, emptying
+    /// or dropping a database, a RESERVE put, a database with a user-supplied order) commits
+    /// as in durable mode.
+    Logged,
+}
+
+impl Durability {
+    /// Whether commits leave their pages unflushed (lazy and logged modes).
+    pub(crate) fn lazy_pages(self) -> bool {
+        matches!(self, Durability::Lazy | Durability::Logged)
+    }
 }
 
 /// Options for opening an environment (see [`Env::options`](crate::Env::options)).
@@ -34,6 +51,7 @@ pub struct EnvOptions {
     pub(crate) group_max_writes: usize,
     pub(crate) group_max_time: std::time::Duration,
     pub(crate) migrate_lmdb: bool,
+    pub(crate) log_size: u64,
 }
 
 /// The names of the two files in an environment's directory (when the path is a directory;
@@ -58,6 +76,10 @@ pub enum FileNames {
 /// taxed heavy writers most (64 MiB: 27% slower random puts, 1,000 a transaction, than this
 /// default; docs/bench/causes.md) while bounding nothing a user reasons about.
 pub const DEFAULT_SYNC_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Default of [`EnvOptions::log_size`]: when a record does not fit, the commit is made steady
+/// instead, which starts the log over.
+pub const DEFAULT_LOG_SIZE: u64 = 64 << 20;
 
 /// Default of [`EnvOptions::group_max_writes`]. Chosen by measurement (docs/bench/group).
 pub const DEFAULT_GROUP_MAX_WRITES: usize = 1024;
@@ -85,6 +107,7 @@ impl Default for EnvOptions {
             group_max_writes: DEFAULT_GROUP_MAX_WRITES,
             group_max_time: DEFAULT_GROUP_MAX_TIME,
             migrate_lmdb: false,
+            log_size: DEFAULT_LOG_SIZE,
         }
     }
 }
@@ -150,9 +173,17 @@ impl EnvOptions {
         self
     }
 
+    /// In logged mode, the size of the log file (default 64 MiB, at least 64 KiB): a commit
+    /// whose record does not fit after the records since the last flush flushes the data file
+    /// instead (and the log starts over). Replay after a power loss reads at most this much.
+    pub fn log_size(mut self, bytes: u64) -> Self {
+        self.log_size = bytes.max(64 << 10);
+        self
+    }
+
     /// Whether write transactions try to write pages in place (see [`Self::map_writes`]).
     pub(crate) fn wants_map_writes(&self) -> bool {
-        self.map_writes && self.durability == Durability::Lazy && !self.read_only
+        self.map_writes && self.durability.lazy_pages() && !self.read_only
     }
 
     /// Opens read-only: no write transaction can begin.

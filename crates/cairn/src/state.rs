@@ -48,6 +48,9 @@ pub(crate) struct WriterState {
     /// `meta` is the commit this handle's recovery chose at open (the first handle), not a
     /// value read from the lock file: closing a lazy handle flushes it if it is not steady.
     pub recovered: bool,
+    /// Where this handle last appended to the commit log (logged mode; `wal::find_tail`
+    /// continues from it).
+    pub log_tail: crate::wal::Tail,
 }
 
 pub(crate) struct EnvInner {
@@ -85,6 +88,9 @@ pub(crate) struct EnvInner {
     /// The group-commit queue (`group.rs`, a higher layer, which types it), made at the first
     /// grouped write.
     pub group: std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>,
+    /// The commit log (logged mode, or a log found at open and replayed): `data-log` beside
+    /// the data file, or the simulator's second storage.
+    pub log: Option<Arc<dyn Storage>>,
 }
 
 /// An open database environment: one file, its named databases, its transactions. Cheap to
@@ -113,6 +119,7 @@ impl WriterState {
             dirty_spare: Default::default(),
             loaded: false,
             recovered: false,
+            log_tail: Default::default(),
         }
     }
 }

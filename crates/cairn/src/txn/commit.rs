@@ -10,7 +10,9 @@
 //! 4. The meta goes into a slot holding neither the previous commit nor the last steady one.
 //! 5. Durable mode: one fdatasync. Ordering between pages and meta does not matter: recovery
 //!    accepts a meta only if every page it lists verifies, else falls back to the previous one,
-//!    whose pages this commit never overwrote.
+//!    whose pages this commit never overwrote. Logged mode: before the meta, the transaction's
+//!    effects are appended to the log and the log alone is flushed (`wal`); the pages wait
+//!    for a steady commit, as in lazy mode.
 
 use crate::alloc::run_key;
 use crate::btree::{self, PageWriter};
@@ -20,6 +22,7 @@ use crate::options::Durability;
 use crate::pagebuf::PageBuf;
 use crate::recover::verify_commit;
 use crate::txn::RwTxn;
+use crate::wal;
 use std::sync::atomic::Ordering;
 
 const MAX_ROUNDS: usize = 1000;
@@ -56,9 +59,22 @@ impl RwTxn<'_> {
         {
             steady = true;
         }
+        // Logged mode: a commit is durable through its log record, or else steady.
+        let mut record = None;
+        if !steady && self.env.inner.opts.durability == Durability::Logged {
+            record = self.log_record()?;
+            steady = record.is_none();
+        }
         failpoint!("commit.begin");
-        match self.prepare_and_write(steady) {
+        match self.prepare_and_write(steady, record.as_ref()) {
             Ok(meta) => {
+                if let Some((tail, rec)) = &record {
+                    self.ws().log_tail = wal::Tail {
+                        epoch: tail.epoch,
+                        tip: meta.txnid,
+                        offset: tail.offset + rec.len() as u64,
+                    };
+                }
                 self.publish(meta, steady);
                 Ok(())
             }
@@ -71,8 +87,44 @@ impl RwTxn<'_> {
         }
     }
 
+    /// This commit's log record and where it goes, or None when the commit must be steady: a
+    /// change the log cannot carry, a base the log's chain does not reach (a commit of a
+    /// handle in another mode), or a full log.
+    fn log_record(&mut self) -> Result<Option<(wal::Tail, Vec<u8>)>> {
+        let Some(log) = self.env.inner.log.clone() else {
+            return Ok(None);
+        };
+        let Some(effects) = self.effects.take() else {
+            return Ok(None);
+        };
+        let mut names = Vec::with_capacity(effects.dbs.len());
+        for &idx in &effects.dbs {
+            match idx {
+                0 => names.push(Vec::new()),
+                _ => match self.env.inner.db_name(idx) {
+                    Some(n) => names.push(n.into_bytes()),
+                    None => return Ok(None),
+                },
+            }
+        }
+        let epoch = self.base.steady_txnid();
+        let known = self.ws().log_tail;
+        let Some(tail) = wal::find_tail(&*log, known, epoch, self.base.txnid)? else {
+            return Ok(None);
+        };
+        let rec = wal::encode(epoch, self.base.txnid, self.txnid, &names, &effects.ops);
+        if tail.offset + rec.len() as u64 > self.env.inner.opts.log_size {
+            return Ok(None);
+        }
+        Ok(Some((tail, rec)))
+    }
+
     /// Steps 1-5; an error is fatal when it came after the meta may have reached the file.
-    fn prepare_and_write(&mut self, steady: bool) -> std::result::Result<Meta, (Error, bool)> {
+    fn prepare_and_write(
+        &mut self,
+        steady: bool,
+        record: Option<&(wal::Tail, Vec<u8>)>,
+    ) -> std::result::Result<Meta, (Error, bool)> {
         let soft = |e: Error| (e, false);
         self.save_catalog().map_err(soft)?;
         // The previous commit's list pages are no longer needed once this one is written.
@@ -130,6 +182,15 @@ impl RwTxn<'_> {
         failpoint!("commit.before_write_pages");
         let written = self.write_dirty(txnid, steady).map_err(soft)?;
         failpoint!("commit.after_write_pages");
+        // Logged mode: the record is durable before the meta is written, so that a commit
+        // whose meta any process can see is one replay can rebuild.
+        if let (Some((tail, rec)), Some(log)) = (record, &self.env.inner.log) {
+            failpoint!("commit.before_log_write");
+            log.write_at(tail.offset, &[rec]).map_err(soft)?;
+            failpoint!("commit.before_log_sync");
+            log.sync().map_err(soft)?;
+            failpoint!("commit.after_log_sync");
+        }
         // A steady commit after unsteady ones depends on their pages, which its own list does
         // not name: flush them before the meta, so that the meta is durable only after them.
         if steady && !base.is_steady() {

@@ -1,0 +1,383 @@
+//! The commit log of [`Durability::Logged`](crate::Durability) (docs/design.md, "Logged
+//! commits"): a logged commit is a lazy commit (pages written, not flushed) plus one record of
+//! the transaction's effects appended to the log file and flushed. After a power loss,
+//! recovery falls back to the last steady commit and replays the records that follow it.
+//!
+//! Invariants:
+//! - A record is current when its epoch is the txnid of the steady commit the log follows;
+//!   records of older epochs (the log is rewritten from its start after every steady commit)
+//!   are never replayed.
+//! - Records of one epoch form a chain: each names the commit it was built on (`base`) and its
+//!   own txnid, and the next record's base is that txnid. Replay applies a record only when its
+//!   base is the state replay has reached, so a gap (a commit that was not logged) ends it.
+//! - The record's checksum covers its header and body: a record torn by a crash (its flush did
+//!   not return, so no caller was told it committed) ends the replay.
+//! - Effects are unconditional: replaying them on the state they were recorded on gives the
+//!   state the commit produced (flags such as NO_OVERWRITE and APPEND were resolved when the
+//!   call succeeded).
+//! - Every loop over the log is bounded by the log's length: a record is at least a header
+//!   long and a body never extends past the end.
+
+use crate::error::{Error, Result};
+use crate::format::xxh3_64;
+use crate::storage::Storage;
+
+/// "CLG1", little-endian.
+const MAGIC: u32 = u32::from_le_bytes(*b"CLG1");
+/// Bytes of a record's header (byte table in docs/design.md).
+pub(crate) const HEADER: usize = 48;
+
+/// Effect codes in a record's body.
+const OP_PUT: u8 = 1;
+const OP_DEL: u8 = 2;
+const OP_DEL_PAIR: u8 = 3;
+
+/// The effects a write transaction recorded so far: ops referring to databases by their
+/// position in `dbs` (handle indexes, turned into names at commit).
+#[derive(Default, Debug)]
+pub(crate) struct Effects {
+    pub dbs: Vec<usize>,
+    pub ops: Vec<u8>,
+}
+
+impl Effects {
+    fn db(&mut self, idx: usize) -> u32 {
+        match self.dbs.iter().position(|&d| d == idx) {
+            Some(i) => i as u32,
+            None => {
+                self.dbs.push(idx);
+                (self.dbs.len() - 1) as u32
+            }
+        }
+    }
+
+    fn push(&mut self, op: u8, idx: usize, key: &[u8], val: Option<&[u8]>) {
+        let d = self.db(idx);
+        self.ops.push(op);
+        self.ops.extend_from_slice(&d.to_le_bytes());
+        self.ops
+            .extend_from_slice(&(key.len() as u32).to_le_bytes());
+        self.ops.extend_from_slice(key);
+        if let Some(v) = val {
+            self.ops.extend_from_slice(&(v.len() as u32).to_le_bytes());
+            self.ops.extend_from_slice(v);
+        }
+    }
+
+    /// `key` now holds `val` (in a sorted-duplicates database: the pair exists).
+    pub fn put(&mut self, idx: usize, key: &[u8], val: &[u8]) {
+        self.push(OP_PUT, idx, key, Some(val));
+    }
+
+    /// `key` (with all its values) was deleted.
+    pub fn delete(&mut self, idx: usize, key: &[u8]) {
+        self.push(OP_DEL, idx, key, None);
+    }
+
+    /// The pair `key`/`val` of a sorted-duplicates database was deleted.
+    pub fn delete_pair(&mut self, idx: usize, key: &[u8], val: &[u8]) {
+        self.push(OP_DEL_PAIR, idx, key, Some(val));
+    }
+
+    /// A mark to truncate back to when a nesting level aborts.
+    pub fn mark(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Forgets the ops recorded after `mark`.
+    pub fn truncate(&mut self, mark: usize) {
+        self.ops.truncate(mark);
+    }
+}
+
+/// Builds a record: header, then the database names (`u32` count; each `u32` length and the
+/// name's bytes, empty for the main database), then the ops.
+pub(crate) fn encode(epoch: u64, base: u64, txnid: u64, names: &[Vec<u8>], ops: &[u8]) -> Vec<u8> {
+    let names_len: usize = names.iter().map(|n| 4 + n.len()).sum();
+    let body_len = 4 + names_len + ops.len();
+    let mut r = Vec::with_capacity(HEADER + body_len);
+    r.extend_from_slice(&MAGIC.to_le_bytes());
+    r.extend_from_slice(&(body_len as u32).to_le_bytes());
+    r.extend_from_slice(&epoch.to_le_bytes());
+    r.extend_from_slice(&base.to_le_bytes());
+    r.extend_from_slice(&txnid.to_le_bytes());
+    r.extend_from_slice(&[0u8; 8]);
+    r.extend_from_slice(&[0u8; 8]); // checksum, below
+    r.extend_from_slice(&(names.len() as u32).to_le_bytes());
+    for n in names {
+        r.extend_from_slice(&(n.len() as u32).to_le_bytes());
+        r.extend_from_slice(n);
+    }
+    r.extend_from_slice(ops);
+    let sum = record_sum(&r);
+    r[40..48].copy_from_slice(&sum.to_le_bytes());
+    r
+}
+
+/// XXH3 of the header's first 40 bytes and the body.
+fn record_sum(r: &[u8]) -> u64 {
+    let mut h = xxh3_64(&r[..40]);
+    h ^= xxh3_64(&r[HEADER..]).rotate_left(17);
+    h
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// A record's header fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Head {
+    pub epoch: u64,
+    pub base: u64,
+    pub txnid: u64,
+    pub body_len: u64,
+}
+
+impl Head {
+    /// Bytes of the whole record.
+    pub fn len(&self) -> u64 {
+        HEADER as u64 + self.body_len
+    }
+}
+
+/// The header at `off`, if one of epoch `epoch` starts there and its body fits in the log
+/// (the checksum is not checked: see [`read`]).
+pub(crate) fn head_at(log: &dyn Storage, off: u64, epoch: u64) -> Result<Option<Head>> {
+    let len = log.len();
+    if off.checked_add(HEADER as u64).is_none_or(|end| end > len) {
+        return Ok(None);
+    }
+    let mut h = [0u8; HEADER];
+    log.read_at(off, &mut h)?;
+    if u32_at(&h, 0) != MAGIC || u64_at(&h, 8) != epoch || u64_at(&h, 32) != 0 {
+        return Ok(None);
+    }
+    let head = Head {
+        epoch,
+        base: u64_at(&h, 16),
+        txnid: u64_at(&h, 24),
+        body_len: u64::from(u32_at(&h, 4)),
+    };
+    if head.txnid <= head.base || off + head.len() > len {
+        return Ok(None);
+    }
+    Ok(Some(head))
+}
+
+/// The whole record at `off` whose checksum holds, if any.
+pub(crate) fn read(log: &dyn Storage, off: u64, epoch: u64) -> Result<Option<(Head, Vec<u8>)>> {
+    let Some(head) = head_at(log, off, epoch)? else {
+        return Ok(None);
+    };
+    let mut r = vec![0u8; head.len() as usize];
+    log.read_at(off, &mut r)?;
+    if record_sum(&r) != u64_at(&r, 40) {
+        return Ok(None);
+    }
+    Ok(Some((head, r)))
+}
+
+/// Where the writer appends: after the record of the commit `base`, in epoch `epoch`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Tail {
+    pub epoch: u64,
+    /// The txnid of the last record's commit (the epoch itself when the log is empty).
+    pub tip: u64,
+    pub offset: u64,
+}
+
+/// Finds where the record of a commit built on `base` goes, continuing from `known` (this
+/// handle's last position, which another process's appends may have moved past). None when
+/// the log's chain does not reach `base` (a commit that was not logged: a lazy handle's, or a
+/// record that failed): the next commit must then be steady.
+pub(crate) fn find_tail(
+    log: &dyn Storage,
+    known: Tail,
+    epoch: u64,
+    base: u64,
+) -> Result<Option<Tail>> {
+    let mut t = if known.epoch == epoch && known.tip <= base {
+        known
+    } else {
+        Tail {
+            epoch,
+            tip: epoch,
+            offset: 0,
+        }
+    };
+    // Each step moves past a record at least HEADER bytes long: bounded by the log's length.
+    while t.tip < base {
+        let Some(h) = head_at(log, t.offset, epoch)? else {
+            return Ok(None);
+        };
+        if h.base != t.tip {
+            return Ok(None);
+        }
+        t.tip = h.txnid;
+        t.offset += h.len();
+    }
+    Ok((t.tip == base).then_some(t))
+}
+
+/// One effect decoded from a record.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Op<'a> {
+    Put(usize, &'a [u8], &'a [u8]),
+    Delete(usize, &'a [u8]),
+    DeletePair(usize, &'a [u8], &'a [u8]),
+}
+
+/// A record's database names and ops (a record whose checksum held: a malformed body is damage).
+pub(crate) struct Body<'a> {
+    pub names: Vec<&'a [u8]>,
+    ops: &'a [u8],
+}
+
+fn damaged(what: &str) -> Error {
+    Error::corrupted(format!("commit log record: {what}"))
+}
+
+fn take<'a>(b: &mut &'a [u8], n: usize) -> Result<&'a [u8]> {
+    if b.len() < n {
+        return Err(damaged("cut short"));
+    }
+    let (a, rest) = b.split_at(n);
+    *b = rest;
+    Ok(a)
+}
+
+fn take_u32(b: &mut &[u8]) -> Result<u32> {
+    Ok(u32_at(take(b, 4)?, 0))
+}
+
+impl<'a> Body<'a> {
+    /// Splits a whole record (as `read` returns it).
+    pub fn parse(record: &'a [u8]) -> Result<Body<'a>> {
+        let mut b = &record[HEADER..];
+        let n = take_u32(&mut b)?;
+        // Each name takes at least four bytes: bounded by the body.
+        if n as usize > b.len() / 4 {
+            return Err(damaged("more names than bytes"));
+        }
+        let mut names = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let l = take_u32(&mut b)? as usize;
+            names.push(take(&mut b, l)?);
+        }
+        Ok(Body { names, ops: b })
+    }
+
+    /// The next op, None at the end.
+    pub fn next_op(&mut self) -> Result<Option<Op<'a>>> {
+        if self.ops.is_empty() {
+            return Ok(None);
+        }
+        let b = &mut self.ops;
+        let code = take(b, 1)?[0];
+        let db = take_u32(b)? as usize;
+        if db >= self.names.len() {
+            return Err(damaged("op names no database"));
+        }
+        let kl = take_u32(b)? as usize;
+        let key = take(b, kl)?;
+        let mut val = || -> Result<&'a [u8]> {
+            let vl = take_u32(b)? as usize;
+            take(b, vl)
+        };
+        Ok(Some(match code {
+            OP_PUT => Op::Put(db, key, val()?),
+            OP_DEL => Op::Delete(db, key),
+            OP_DEL_PAIR => Op::DeletePair(db, key, val()?),
+            _ => return Err(damaged("unknown op")),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::SimStorage;
+
+    fn record(epoch: u64, base: u64, txnid: u64) -> Vec<u8> {
+        let mut e = Effects::default();
+        e.put(0, b"k", b"v");
+        e.delete(3, b"gone");
+        e.delete_pair(3, b"k2", b"v2");
+        encode(
+            epoch,
+            base,
+            txnid,
+            &[b"".to_vec(), b"side".to_vec()],
+            &e.ops,
+        )
+    }
+
+    #[test]
+    fn records_round_trip_and_chain() {
+        let log = SimStorage::new(1 << 20).unwrap();
+        log.grow(1 << 16).unwrap();
+        let r1 = record(10, 10, 11);
+        let r2 = record(10, 11, 13);
+        log.write_at(0, &[&r1, &r2]).unwrap();
+        let (h, whole) = read(&log, 0, 10).unwrap().unwrap();
+        assert_eq!((h.base, h.txnid), (10, 11));
+        let mut body = Body::parse(&whole).unwrap();
+        assert_eq!(body.names, vec![&b""[..], &b"side"[..]]);
+        assert_eq!(body.next_op().unwrap(), Some(Op::Put(0, b"k", b"v")));
+        assert_eq!(body.next_op().unwrap(), Some(Op::Delete(1, b"gone")));
+        assert_eq!(
+            body.next_op().unwrap(),
+            Some(Op::DeletePair(1, b"k2", b"v2"))
+        );
+        assert_eq!(body.next_op().unwrap(), None);
+        // Another epoch's records are not current.
+        assert!(read(&log, 0, 9).unwrap().is_none());
+        let empty = Tail::default();
+        let t = find_tail(&log, empty, 10, 13).unwrap().unwrap();
+        assert_eq!(t.offset, (r1.len() + r2.len()) as u64);
+        assert_eq!(find_tail(&log, empty, 10, 10).unwrap().unwrap().offset, 0);
+        // A base the chain does not reach (12 was never logged; 14 is past the end).
+        assert!(find_tail(&log, empty, 10, 12).unwrap().is_none());
+        assert!(find_tail(&log, empty, 10, 14).unwrap().is_none());
+        // Continuing from a known position.
+        let mid = Tail {
+            epoch: 10,
+            tip: 11,
+            offset: r1.len() as u64,
+        };
+        assert_eq!(find_tail(&log, mid, 10, 13).unwrap(), Some(t));
+    }
+
+    #[test]
+    fn a_flipped_bit_or_a_cut_ends_the_record() {
+        let log = SimStorage::new(1 << 20).unwrap();
+        log.grow(1 << 12).unwrap();
+        let mut r = record(5, 5, 6);
+        let last = r.len() - 1;
+        r[last] ^= 1;
+        log.write_at(0, &[&r]).unwrap();
+        assert!(read(&log, 0, 5).unwrap().is_none());
+        let short = SimStorage::new(1 << 20).unwrap();
+        let r = record(5, 5, 6);
+        short.write_at(0, &[&r[..r.len() - 1]]).unwrap();
+        assert!(read(&short, 0, 5).unwrap().is_none());
+        assert!(head_at(&short, u64::MAX - 4, 5).unwrap().is_none());
+    }
+
+    #[test]
+    fn malformed_bodies_are_errors_not_panics() {
+        let ops = [OP_PUT, 0, 0, 0, 0, 9, 0, 0, 0, b'x'];
+        let r = encode(1, 1, 2, &[b"".to_vec()], &ops);
+        let mut b = Body::parse(&r).unwrap();
+        assert!(b.next_op().is_err());
+        let r = encode(1, 1, 2, &[], &[OP_DEL, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert!(Body::parse(&r).unwrap().next_op().is_err());
+        let r = encode(1, 1, 2, &[b"".to_vec()], &[7, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert!(Body::parse(&r).unwrap().next_op().is_err());
+    }
+}
