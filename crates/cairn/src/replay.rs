@@ -18,28 +18,35 @@ use crate::format::Meta;
 use crate::options::{Durability, EnvOptions};
 use crate::state::Env;
 use crate::storage::Storage;
-use crate::wal::{self, Body, Op};
+use crate::wal::{self, Body, Link, Op};
 use std::sync::Arc;
 
 /// The records to replay onto `meta`, in order.
 pub(crate) fn pending(log: &dyn Storage, meta: &Meta) -> Result<Vec<Vec<u8>>> {
     let epoch = meta.steady_txnid();
-    let (mut off, mut tip) = (0u64, epoch);
+    let at = Link::of(meta);
+    let mut tip = Link {
+        txnid: epoch,
+        fp: if meta.txnid == epoch { at.fp } else { 0 },
+    };
+    let mut off = 0u64;
     let mut out = Vec::new();
+    // Each record is at least a header long: bounded by the log's length.
     while let Some((h, rec)) = wal::read(log, off, epoch)? {
-        if h.base != tip {
+        if !tip.leads_to(h.base) {
             break;
         }
         off += h.len();
-        tip = h.txnid;
-        if h.base >= meta.txnid {
-            if h.base != meta.txnid && out.is_empty() {
-                // The chain passes the recovered commit without naming it: nothing of it
-                // can be applied on this state.
-                break;
-            }
-            out.push(rec);
+        tip = h.own;
+        if h.base.txnid < meta.txnid {
+            continue; // in the data file already
         }
+        if out.is_empty() && h.base != at {
+            // The chain passes the recovered commit without naming it (another commit with
+            // its txnid): nothing of it applies to this state.
+            break;
+        }
+        out.push(rec);
     }
     Ok(out)
 }

@@ -155,6 +155,9 @@ impl EnvInner {
         ws.free = FreeState::default();
         ws.loaded = false;
         load_writer(&*self.storage, ws, slots)?;
+        // A writer that died in a commit may have written pages, or a log record, naming its
+        // txnid without reaching a slot: never reuse it.
+        ws.next_txnid = ws.next_txnid.max(inflight + 1);
         if ws.meta.txnid != current || inflight != 0 {
             failpoint!("writer.before_republish");
             self.shared.publish(&ws.meta);

@@ -7,9 +7,12 @@
 //! - A record is current when its epoch is the txnid of the steady commit the log follows;
 //!   records of older epochs (the log is rewritten from its start after every steady commit)
 //!   are never replayed.
-//! - Records of one epoch form a chain: each names the commit it was built on (`base`) and its
-//!   own txnid, and the next record's base is that txnid. Replay applies a record only when its
-//!   base is the state replay has reached, so a gap (a commit that was not logged) ends it.
+//! - Records of one epoch form a chain: each names the commit it was built on (`base`: txnid
+//!   and fingerprint, a hash of its meta) and its own commit (txnid and fingerprint), and the
+//!   next record's base is that commit. Replay applies a record only when its base is the state
+//!   replay has reached, so a gap (a commit that was not logged) ends it; fingerprints tell
+//!   apart two commits that got the same txnid (a commit that failed after its record was
+//!   written, and the one that took its number).
 //! - The record's checksum covers its header and body: a record torn by a crash (its flush did
 //!   not return, so no caller was told it committed) ends the replay.
 //! - Effects are unconditional: replaying them on the state they were recorded on gives the
@@ -25,7 +28,9 @@ use crate::storage::Storage;
 /// "CLG1", little-endian.
 const MAGIC: u32 = u32::from_le_bytes(*b"CLG1");
 /// Bytes of a record's header (byte table in docs/design.md).
-pub(crate) const HEADER: usize = 48;
+pub(crate) const HEADER: usize = 64;
+/// Where the checksum sits in the header (it covers the bytes before it and the body).
+const SUM_AT: usize = 56;
 
 /// Effect codes in a record's body.
 const OP_PUT: u8 = 1;
@@ -92,15 +97,17 @@ impl Effects {
 
 /// Builds a record: header, then the database names (`u32` count; each `u32` length and the
 /// name's bytes, empty for the main database), then the ops.
-pub(crate) fn encode(epoch: u64, base: u64, txnid: u64, names: &[Vec<u8>], ops: &[u8]) -> Vec<u8> {
+pub(crate) fn encode(epoch: u64, base: Link, own: Link, names: &[Vec<u8>], ops: &[u8]) -> Vec<u8> {
     let names_len: usize = names.iter().map(|n| 4 + n.len()).sum();
     let body_len = 4 + names_len + ops.len();
     let mut r = Vec::with_capacity(HEADER + body_len);
     r.extend_from_slice(&MAGIC.to_le_bytes());
     r.extend_from_slice(&(body_len as u32).to_le_bytes());
     r.extend_from_slice(&epoch.to_le_bytes());
-    r.extend_from_slice(&base.to_le_bytes());
-    r.extend_from_slice(&txnid.to_le_bytes());
+    r.extend_from_slice(&base.txnid.to_le_bytes());
+    r.extend_from_slice(&own.txnid.to_le_bytes());
+    r.extend_from_slice(&base.fp.to_le_bytes());
+    r.extend_from_slice(&own.fp.to_le_bytes());
     r.extend_from_slice(&[0u8; 8]);
     r.extend_from_slice(&[0u8; 8]); // checksum, below
     r.extend_from_slice(&(names.len() as u32).to_le_bytes());
@@ -110,15 +117,47 @@ pub(crate) fn encode(epoch: u64, base: u64, txnid: u64, names: &[Vec<u8>], ops: 
     }
     r.extend_from_slice(ops);
     let sum = record_sum(&r);
-    r[40..48].copy_from_slice(&sum.to_le_bytes());
+    r[SUM_AT..HEADER].copy_from_slice(&sum.to_le_bytes());
     r
 }
 
-/// XXH3 of the header's first 40 bytes and the body.
+/// Sets a record's own commit (known once its meta is built) and its checksum.
+pub(crate) fn seal(record: &mut [u8], own: Link) {
+    record[24..32].copy_from_slice(&own.txnid.to_le_bytes());
+    record[40..48].copy_from_slice(&own.fp.to_le_bytes());
+    let sum = record_sum(record);
+    record[SUM_AT..HEADER].copy_from_slice(&sum.to_le_bytes());
+}
+
+/// XXH3 of the header before the checksum, and of the body.
 fn record_sum(r: &[u8]) -> u64 {
-    let mut h = xxh3_64(&r[..40]);
+    let mut h = xxh3_64(&r[..SUM_AT]);
     h ^= xxh3_64(&r[HEADER..]).rotate_left(17);
     h
+}
+
+/// A commit as the log names it: its txnid and a fingerprint of its meta.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Link {
+    pub txnid: u64,
+    pub fp: u64,
+}
+
+impl Link {
+    /// The link of a commit record.
+    pub fn of(meta: &crate::format::Meta) -> Link {
+        Link {
+            txnid: meta.txnid,
+            // Never 0, which stands for "any" at the start of an epoch (`find_tail`).
+            fp: xxh3_64(&meta.encode()) | 1,
+        }
+    }
+
+    /// Whether a record built on `base` follows this commit (fingerprint 0: the epoch's
+    /// steady commit, known by its txnid alone, which the epoch field names).
+    pub fn leads_to(self, base: Link) -> bool {
+        self.txnid == base.txnid && (self.fp == 0 || self.fp == base.fp)
+    }
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -133,8 +172,8 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Head {
     pub epoch: u64,
-    pub base: u64,
-    pub txnid: u64,
+    pub base: Link,
+    pub own: Link,
     pub body_len: u64,
 }
 
@@ -154,16 +193,22 @@ pub(crate) fn head_at(log: &dyn Storage, off: u64, epoch: u64) -> Result<Option<
     }
     let mut h = [0u8; HEADER];
     log.read_at(off, &mut h)?;
-    if u32_at(&h, 0) != MAGIC || u64_at(&h, 8) != epoch || u64_at(&h, 32) != 0 {
+    if u32_at(&h, 0) != MAGIC || u64_at(&h, 8) != epoch || u64_at(&h, 48) != 0 {
         return Ok(None);
     }
     let head = Head {
         epoch,
-        base: u64_at(&h, 16),
-        txnid: u64_at(&h, 24),
+        base: Link {
+            txnid: u64_at(&h, 16),
+            fp: u64_at(&h, 32),
+        },
+        own: Link {
+            txnid: u64_at(&h, 24),
+            fp: u64_at(&h, 40),
+        },
         body_len: u64::from(u32_at(&h, 4)),
     };
-    if head.txnid <= head.base || off + head.len() > len {
+    if head.own.txnid <= head.base.txnid || off + head.len() > len {
         return Ok(None);
     }
     Ok(Some(head))
@@ -176,52 +221,55 @@ pub(crate) fn read(log: &dyn Storage, off: u64, epoch: u64) -> Result<Option<(He
     };
     let mut r = vec![0u8; head.len() as usize];
     log.read_at(off, &mut r)?;
-    if record_sum(&r) != u64_at(&r, 40) {
+    if record_sum(&r) != u64_at(&r, SUM_AT) {
         return Ok(None);
     }
     Ok(Some((head, r)))
 }
 
-/// Where the writer appends: after the record of the commit `base`, in epoch `epoch`.
+/// Where the writer appends: after the record of the commit `tip`, in epoch `epoch`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Tail {
     pub epoch: u64,
-    /// The txnid of the last record's commit (the epoch itself when the log is empty).
-    pub tip: u64,
+    /// The last record's commit (the steady commit the epoch is named after when the log is
+    /// empty).
+    pub tip: Link,
     pub offset: u64,
 }
 
 /// Finds where the record of a commit built on `base` goes, continuing from `known` (this
-/// handle's last position, which another process's appends may have moved past). None when
-/// the log's chain does not reach `base` (a commit that was not logged: a lazy handle's, or a
-/// record that failed): the next commit must then be steady.
+/// handle's last position, which another process's appends may have moved past). `epoch`
+/// is the txnid of the steady commit the log follows (`base` itself, or the one `base` builds
+/// on). None when the log's chain does not reach `base` (a commit that was not logged: a lazy
+/// handle's, or one whose record failed): the commit must then be steady.
 pub(crate) fn find_tail(
     log: &dyn Storage,
     known: Tail,
     epoch: u64,
-    base: u64,
+    base: Link,
 ) -> Result<Option<Tail>> {
-    let mut t = if known.epoch == epoch && known.tip <= base {
+    let mut t = if known.epoch == epoch && known.tip.txnid <= base.txnid {
         known
     } else {
+        let fp = if base.txnid == epoch { base.fp } else { 0 };
         Tail {
             epoch,
-            tip: epoch,
+            tip: Link { txnid: epoch, fp },
             offset: 0,
         }
     };
     // Each step moves past a record at least HEADER bytes long: bounded by the log's length.
-    while t.tip < base {
+    while t.tip.txnid < base.txnid {
         let Some(h) = head_at(log, t.offset, epoch)? else {
             return Ok(None);
         };
-        if h.base != t.tip {
+        if !t.tip.leads_to(h.base) {
             return Ok(None);
         }
-        t.tip = h.txnid;
+        t.tip = h.own;
         t.offset += h.len();
     }
-    Ok((t.tip == base).then_some(t))
+    Ok(t.tip.leads_to(base).then_some(t))
 }
 
 /// One effect decoded from a record.
@@ -303,18 +351,20 @@ mod tests {
     use super::*;
     use crate::storage::SimStorage;
 
+    fn link(txnid: u64) -> Link {
+        Link {
+            txnid,
+            fp: txnid * 1000 + 7,
+        }
+    }
+
     fn record(epoch: u64, base: u64, txnid: u64) -> Vec<u8> {
         let mut e = Effects::default();
         e.put(0, b"k", b"v");
         e.delete(3, b"gone");
         e.delete_pair(3, b"k2", b"v2");
-        encode(
-            epoch,
-            base,
-            txnid,
-            &[b"".to_vec(), b"side".to_vec()],
-            &e.ops,
-        )
+        let names = [b"".to_vec(), b"side".to_vec()];
+        encode(epoch, link(base), link(txnid), &names, &e.ops)
     }
 
     #[test]
@@ -325,7 +375,7 @@ mod tests {
         let r2 = record(10, 11, 13);
         log.write_at(0, &[&r1, &r2]).unwrap();
         let (h, whole) = read(&log, 0, 10).unwrap().unwrap();
-        assert_eq!((h.base, h.txnid), (10, 11));
+        assert_eq!((h.base, h.own), (link(10), link(11)));
         let mut body = Body::parse(&whole).unwrap();
         assert_eq!(body.names, vec![&b""[..], &b"side"[..]]);
         assert_eq!(body.next_op().unwrap(), Some(Op::Put(0, b"k", b"v")));
@@ -338,19 +388,26 @@ mod tests {
         // Another epoch's records are not current.
         assert!(read(&log, 0, 9).unwrap().is_none());
         let empty = Tail::default();
-        let t = find_tail(&log, empty, 10, 13).unwrap().unwrap();
+        let s = 10;
+        let t = find_tail(&log, empty, s, link(13)).unwrap().unwrap();
         assert_eq!(t.offset, (r1.len() + r2.len()) as u64);
-        assert_eq!(find_tail(&log, empty, 10, 10).unwrap().unwrap().offset, 0);
-        // A base the chain does not reach (12 was never logged; 14 is past the end).
-        assert!(find_tail(&log, empty, 10, 12).unwrap().is_none());
-        assert!(find_tail(&log, empty, 10, 14).unwrap().is_none());
+        assert_eq!(
+            find_tail(&log, empty, s, link(10)).unwrap().unwrap().offset,
+            0
+        );
+        // A base the chain does not reach (12 was never logged; 14 is past the end), or
+        // another commit that got the same txnid as a logged one.
+        assert!(find_tail(&log, empty, s, link(12)).unwrap().is_none());
+        assert!(find_tail(&log, empty, s, link(14)).unwrap().is_none());
+        let other = Link { txnid: 13, fp: 1 };
+        assert!(find_tail(&log, empty, s, other).unwrap().is_none());
         // Continuing from a known position.
         let mid = Tail {
             epoch: 10,
-            tip: 11,
+            tip: link(11),
             offset: r1.len() as u64,
         };
-        assert_eq!(find_tail(&log, mid, 10, 13).unwrap(), Some(t));
+        assert_eq!(find_tail(&log, mid, s, link(13)).unwrap(), Some(t));
     }
 
     #[test]
@@ -372,12 +429,13 @@ mod tests {
     #[test]
     fn malformed_bodies_are_errors_not_panics() {
         let ops = [OP_PUT, 0, 0, 0, 0, 9, 0, 0, 0, b'x'];
-        let r = encode(1, 1, 2, &[b"".to_vec()], &ops);
-        let mut b = Body::parse(&r).unwrap();
-        assert!(b.next_op().is_err());
-        let r = encode(1, 1, 2, &[], &[OP_DEL, 0, 0, 0, 0, 0, 0, 0, 0]);
+        let (a, b) = (link(1), link(2));
+        let r = encode(1, a, b, &[b"".to_vec()], &ops);
+        let mut body = Body::parse(&r).unwrap();
+        assert!(body.next_op().is_err());
+        let r = encode(1, a, b, &[], &[OP_DEL, 0, 0, 0, 0, 0, 0, 0, 0]);
         assert!(Body::parse(&r).unwrap().next_op().is_err());
-        let r = encode(1, 1, 2, &[b"".to_vec()], &[7, 0, 0, 0, 0, 0, 0, 0, 0]);
+        let r = encode(1, a, b, &[b"".to_vec()], &[7, 0, 0, 0, 0, 0, 0, 0, 0]);
         assert!(Body::parse(&r).unwrap().next_op().is_err());
     }
 }

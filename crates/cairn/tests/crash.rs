@@ -119,7 +119,11 @@ fn run_case(seed: u64, mode: Durability, crash: CrashMode) {
     // Logged mode: the commit log on a second simulated disk, small enough in a third of the
     // cases that records stop fitting and commits turn steady.
     let log = Arc::new(SimStorage::new(64 << 20).unwrap());
-    let log_size = if seed.is_multiple_of(3) { 64 << 10 } else { 4 << 20 };
+    let log_size = if seed.is_multiple_of(3) {
+        64 << 10
+    } else {
+        4 << 20
+    };
     let open = |data: Arc<SimStorage>, log: Arc<SimStorage>| match mode {
         Durability::Logged => Env::with_storages(data, log, opts(mode).log_size(log_size)),
         _ => Env::with_storage(data, opts(mode)),

@@ -268,8 +268,9 @@ fn a_damaged_record_ends_the_replay_and_a_read_only_first_handle_refuses() {
     let mut l = log.image();
     drop(env);
     // Records are found by walking the chain from the start: flip a byte of the second.
-    let first_len = 48 + u32::from_le_bytes(l[4..8].try_into().unwrap()) as usize;
-    let second_len = 48 + u32::from_le_bytes(l[first_len + 4..first_len + 8].try_into().unwrap());
+    // (A record: a 64-byte header whose bytes 4..8 hold the body's length, then the body.)
+    let first_len = 64 + u32::from_le_bytes(l[4..8].try_into().unwrap()) as usize;
+    let second_len = 64 + u32::from_le_bytes(l[first_len + 4..first_len + 8].try_into().unwrap());
     l[first_len + second_len as usize - 1] ^= 0x40;
     let ro = Env::with_storages(
         Arc::new(SimStorage::from_image(&d, 256 << 20).unwrap()),

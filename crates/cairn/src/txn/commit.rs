@@ -66,12 +66,12 @@ impl RwTxn<'_> {
             steady = record.is_none();
         }
         failpoint!("commit.begin");
-        match self.prepare_and_write(steady, record.as_ref()) {
+        match self.prepare_and_write(steady, record.as_mut()) {
             Ok(meta) => {
                 if let Some((tail, rec)) = &record {
                     self.ws().log_tail = wal::Tail {
                         epoch: tail.epoch,
-                        tip: meta.txnid,
+                        tip: wal::Link::of(&meta),
                         offset: tail.offset + rec.len() as u64,
                     };
                 }
@@ -109,11 +109,18 @@ impl RwTxn<'_> {
         }
         let epoch = self.base.steady_txnid();
         let known = self.ws().log_tail;
-        let Some(tail) = wal::find_tail(&*log, known, epoch, self.base.txnid)? else {
+        let base = wal::Link::of(&self.base);
+        let Some(tail) = wal::find_tail(&*log, known, epoch, base)? else {
             return Ok(None);
         };
-        let rec = wal::encode(epoch, self.base.txnid, self.txnid, &names, &effects.ops);
-        if tail.offset + rec.len() as u64 > self.env.inner.opts.log_size {
+        // The record's own fingerprint is the meta's, which is known only once the pages are
+        // written (`prepare_and_write` fills it in).
+        let own = wal::Link {
+            txnid: self.txnid,
+            fp: 0,
+        };
+        let rec = wal::encode(epoch, base, own, &names, &effects.ops);
+        if tail.offset + rec.len() as u64 > log.len().min(self.env.inner.opts.log_size) {
             return Ok(None);
         }
         Ok(Some((tail, rec)))
@@ -123,7 +130,7 @@ impl RwTxn<'_> {
     fn prepare_and_write(
         &mut self,
         steady: bool,
-        record: Option<&(wal::Tail, Vec<u8>)>,
+        record: Option<&mut (wal::Tail, Vec<u8>)>,
     ) -> std::result::Result<Meta, (Error, bool)> {
         let soft = |e: Error| (e, false);
         self.save_catalog().map_err(soft)?;
@@ -182,15 +189,6 @@ impl RwTxn<'_> {
         failpoint!("commit.before_write_pages");
         let written = self.write_dirty(txnid, steady).map_err(soft)?;
         failpoint!("commit.after_write_pages");
-        // Logged mode: the record is durable before the meta is written, so that a commit
-        // whose meta any process can see is one replay can rebuild.
-        if let (Some((tail, rec)), Some(log)) = (record, &self.env.inner.log) {
-            failpoint!("commit.before_log_write");
-            log.write_at(tail.offset, &[rec]).map_err(soft)?;
-            failpoint!("commit.before_log_sync");
-            log.sync().map_err(soft)?;
-            failpoint!("commit.after_log_sync");
-        }
         // A steady commit after unsteady ones depends on their pages, which its own list does
         // not name: flush them before the meta, so that the meta is durable only after them.
         if steady && !base.is_steady() {
@@ -211,6 +209,16 @@ impl RwTxn<'_> {
             inline_runs: if inline { runs } else { Vec::new() },
             boot_id: self.env.inner.storage.boot_id(),
         };
+        // Logged mode: the record is durable before the meta is written, so that a commit
+        // whose meta any process can see is one replay can rebuild.
+        if let (Some((tail, rec)), Some(log)) = (record, &self.env.inner.log) {
+            wal::seal(rec, wal::Link::of(&meta));
+            failpoint!("commit.before_log_write");
+            log.write_at(tail.offset, &[rec]).map_err(soft)?;
+            failpoint!("commit.before_log_sync");
+            log.sync().map_err(soft)?;
+            failpoint!("commit.after_log_sync");
+        }
         let slot = self.choose_slot();
         let storage = &*self.env.inner.storage;
         let fatal = |e: Error| (e, true);
