@@ -108,7 +108,7 @@ pub use format::CmpFn;
 pub use inspect::FreeRun;
 pub use options::{
     Durability, EnvOptions, FileNames, DEFAULT_GROUP_MAX_TIME, DEFAULT_GROUP_MAX_WRITES,
-    DEFAULT_LOG_SIZE, DEFAULT_SYNC_PERIOD,
+    DEFAULT_LOGGED_SYNC_PERIOD, DEFAULT_LOG_SIZE, DEFAULT_SYNC_PERIOD,
 };
 pub use shared::ReaderInfo;
 pub use state::Env;

@@ -43,6 +43,8 @@ pub struct EnvOptions {
     pub(crate) no_subdir: Option<bool>,
     pub(crate) sync_bytes: Option<u64>,
     pub(crate) sync_every: Option<std::time::Duration>,
+    /// Whether `sync_every` was set (else logged mode uses [`DEFAULT_LOGGED_SYNC_PERIOD`]).
+    pub(crate) sync_every_set: bool,
     pub(crate) reserve: u64,
     pub(crate) reserve_set: bool,
     pub(crate) map_writes: bool,
@@ -77,6 +79,13 @@ pub enum FileNames {
 /// default; docs/bench/causes.md) while bounding nothing a user reasons about.
 pub const DEFAULT_SYNC_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// The flush period of logged mode unless [`EnvOptions::sync_every`] sets one: commits are
+/// durable through the log, so the data file is flushed to bound the log and the replay after
+/// a power loss (a full log flushes too), not to bound what a power loss takes. Each flush
+/// writes every page changed since the previous one, so flushing rarely saves most of the
+/// writing a random load does (docs/bench/causes.md).
+pub const DEFAULT_LOGGED_SYNC_PERIOD: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Default of [`EnvOptions::log_size`]: when a record does not fit, the commit is made steady
 /// instead, which starts the log over.
 pub const DEFAULT_LOG_SIZE: u64 = 64 << 20;
@@ -99,6 +108,7 @@ impl Default for EnvOptions {
             no_subdir: None,
             sync_bytes: None,
             sync_every: Some(DEFAULT_SYNC_PERIOD),
+            sync_every_set: false,
             reserve: 1 << 40,
             reserve_set: false,
             map_writes: true,
@@ -153,12 +163,22 @@ impl EnvOptions {
         self.sync_bytes = bytes;
         self
     }
-    /// In lazy mode, make a commit steady once this much time has passed since the last flush
-    /// (checked at commit; no background thread). Default [`DEFAULT_SYNC_PERIOD`] (1 s);
-    /// `None`: no limit by time.
+    /// In lazy and logged modes, make a commit steady once this much time has passed since the
+    /// last flush (checked at commit; no background thread). Default [`DEFAULT_SYNC_PERIOD`]
+    /// (1 s) in lazy mode, [`DEFAULT_LOGGED_SYNC_PERIOD`] (30 s) in logged mode; `None`: no
+    /// limit by time.
     pub fn sync_every(mut self, period: Option<std::time::Duration>) -> Self {
         self.sync_every = period;
+        self.sync_every_set = true;
         self
+    }
+
+    /// The flush period in effect: in logged mode, unless set, [`DEFAULT_LOGGED_SYNC_PERIOD`].
+    pub(crate) fn sync_period(&self) -> Option<std::time::Duration> {
+        match self.durability {
+            Durability::Logged if !self.sync_every_set => Some(DEFAULT_LOGGED_SYNC_PERIOD),
+            _ => self.sync_every,
+        }
     }
     /// In lazy mode, whether write transactions write their pages in place through a
     /// writable shared map of the data file (default true), as LMDB's MDB_WRITEMAP does,

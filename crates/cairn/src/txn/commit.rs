@@ -52,7 +52,7 @@ impl RwTxn<'_> {
             return Ok(()); // Drop releases the writer state untouched.
         }
         let opts = &self.env.inner.opts;
-        let (bytes, period) = (opts.sync_bytes, opts.sync_every);
+        let (bytes, period) = (opts.sync_bytes, opts.sync_period());
         let ws = self.ws();
         if bytes.is_some_and(|limit| ws.unsynced_bytes >= limit)
             || period.is_some_and(|p| ws.last_sync.elapsed() >= p)
