@@ -51,6 +51,9 @@ pub(crate) struct WriterState {
     /// Where this handle last appended to the commit log (logged mode; `wal::find_tail`
     /// continues from it).
     pub log_tail: crate::wal::Tail,
+    /// The log's bytes below this offset were written by this handle (records or zeros): see
+    /// `wal::ZERO_AHEAD`.
+    pub log_zeroed: u64,
 }
 
 pub(crate) struct EnvInner {
@@ -120,6 +123,7 @@ impl WriterState {
             loaded: false,
             recovered: false,
             log_tail: Default::default(),
+            log_zeroed: 0,
         }
     }
 }

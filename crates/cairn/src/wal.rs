@@ -32,6 +32,13 @@ pub(crate) const HEADER: usize = 64;
 /// Where the checksum sits in the header (it covers the bytes before it and the body).
 const SUM_AT: usize = 56;
 
+/// A record written past what this handle has written of the log is followed, in the same
+/// write, by this many zeros: the log's blocks are preallocated (fallocate), and the first
+/// write to such a block makes the flush record the block as written (file-system metadata,
+/// a journal commit). Zeroing ahead pays that once per this many bytes instead of at each
+/// record's flush. Zeros lie past the record, where no current record is.
+pub(crate) const ZERO_AHEAD: u64 = 1 << 20;
+
 /// Effect codes in a record's body.
 const OP_PUT: u8 = 1;
 const OP_DEL: u8 = 2;

@@ -214,7 +214,16 @@ impl RwTxn<'_> {
         if let (Some((tail, rec)), Some(log)) = (record, &self.env.inner.log) {
             wal::seal(rec, wal::Link::of(&meta));
             failpoint!("commit.before_log_write");
-            log.write_at(tail.offset, &[rec]).map_err(soft)?;
+            let end = tail.offset + rec.len() as u64;
+            let zeroed = self.ws().log_zeroed;
+            if end > zeroed {
+                let to = (end + wal::ZERO_AHEAD).min(log.len());
+                let zeros = vec![0u8; (to - end) as usize];
+                log.write_at(tail.offset, &[rec, &zeros]).map_err(soft)?;
+                self.ws().log_zeroed = to;
+            } else {
+                log.write_at(tail.offset, &[rec]).map_err(soft)?;
+            }
             failpoint!("commit.before_log_sync");
             log.sync().map_err(soft)?;
             failpoint!("commit.after_log_sync");
