@@ -133,6 +133,21 @@ bench-group:
 	CAIRN_BENCH_NO_CAPI=1 bench/run.sh quick --suites group --group-secs $(GROUP_SECS) \
 	  --group-threads $(GROUP_THREADS) --repeat $(GROUP_REPEAT) --out docs/bench/group
 
+# Logged commits (Durability::Logged, docs/design.md "Logged commits") against Cairn's durable
+# commits, RocksDB's synced WAL and LMDB's durable mode, in one run: the durable db_bench rows
+# (docs/bench/logged/dbbench) and the group suite (docs/bench/logged/group), LOGGED_REPEAT runs
+# each (median). docs/bench/logged/README.md says how to read them.
+LOGGED_REPEAT ?= 3
+LOGGED_CONFIGS := cairn-durable,cairn-logged,rocksdb-sync,lmdb-durable
+LOGGED_GROUP_CONFIGS := cairn-grouped,cairn-logged-grouped,rocksdb-sync
+.PHONY: bench-logged
+bench-logged:
+	CAIRN_BENCH_NO_CAPI=1 bench/run.sh quick --suites dbbench --configs $(LOGGED_CONFIGS) \
+	  --repeat $(LOGGED_REPEAT) --out docs/bench/logged/dbbench
+	CAIRN_BENCH_NO_CAPI=1 bench/run.sh quick --suites group --configs $(LOGGED_GROUP_CONFIGS) \
+	  --group-secs $(GROUP_SECS) --group-threads 1,16,64 --repeat $(LOGGED_REPEAT) \
+	  --out docs/bench/logged/group
+
 torture:
 	CAIRN_CRASHES=$${CAIRN_CRASHES:-100000} $(CARGO) test -p cairn --release --test crash -- --nocapture
 
