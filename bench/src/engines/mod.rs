@@ -293,6 +293,7 @@ pub const CONFIGS: &[Config] = &[
 /// The report's columns, in order.
 pub const COLUMNS: &[&str] = &[
     "Cairn",
+    "Cairn (logged)",
     "LMDB",
     "LMDB (writemap)",
     "libmdbx",
