@@ -187,7 +187,7 @@ asan:
 # runs each target for FUZZ_SECONDS. A crash lands in fuzz/artifacts/<target>/: copy it into
 # fuzz/regressions/<target>/ so `make test` replays it for good.
 FUZZ_SECONDS ?= 300
-FUZZ_TARGETS ?= open_walk decode_pages ops_model lmdb_reader server_decode
+FUZZ_TARGETS ?= open_walk replay_log decode_pages ops_model lmdb_reader server_decode
 fuzz:
 	@rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked

@@ -97,7 +97,9 @@ mod state;
 #[doc(hidden)]
 pub mod storage;
 mod txn;
-mod wal;
+// The commit log's records: public for the fuzz target that damages them; not part of the API.
+#[doc(hidden)]
+pub mod wal;
 
 pub use cursor::dup::DupIter;
 pub use cursor::{Cursor, CursorMut, Iter};

@@ -342,6 +342,94 @@ pub fn read_write_read(env: &Env) {
     }
 }
 
+/// A logged environment's two files as a power loss leaves them: the data file at its last
+/// flush (named databases) and the commit log holding the commits after it (puts, deletes, a
+/// nested level aborted). No sorted duplicates: [`read_everything`] reads one value a key
+/// (tests/logged.rs replays those). The base that target `replay_log`'s
+/// edit scripts damage.
+pub fn base_log() -> &'static (Vec<u8>, Vec<u8>) {
+    static IMG: std::sync::OnceLock<(Vec<u8>, Vec<u8>)> = std::sync::OnceLock::new();
+    IMG.get_or_init(|| {
+        let data = Arc::new(SimStorage::new(64 << 20).expect("sim"));
+        let log = Arc::new(SimStorage::new(1 << 20).expect("sim"));
+        let opts = Env::options()
+            .durability(cairn::Durability::Logged)
+            .sync_every(None)
+            .log_size(64 << 10)
+            .max_dbs(4);
+        let env = Env::with_storages(data.clone(), log.clone(), opts).expect("env");
+        let main = env.main_db();
+        let mut w = env.write_txn().expect("txn");
+        let side = w
+            .create_db(Some("side"), cairn::DbFlags::CREATE)
+            .expect("db");
+        let more = w
+            .create_db(Some("more"), cairn::DbFlags::CREATE)
+            .expect("db");
+        for i in 0..100u32 {
+            w.put(
+                main,
+                format!("key{i:04}").as_bytes(),
+                b"base",
+                PutFlags::empty(),
+            )
+            .expect("put");
+        }
+        w.commit().expect("commit");
+        env.sync().expect("sync");
+        let flushed = data.image();
+        for t in 0..6u32 {
+            let mut w = env.write_txn().expect("txn");
+            for i in 0..8 {
+                let k = format!("key{:04}", (t * 37 + i * 11) % 120);
+                w.put(main, k.as_bytes(), &[t as u8; 20], PutFlags::empty())
+                    .expect("put");
+                w.put(side, &(t * 8 + i).to_be_bytes(), b"s", PutFlags::empty())
+                    .expect("put");
+                w.put(more, format!("{t}{i}").as_bytes(), b"m", PutFlags::empty())
+                    .expect("put");
+            }
+            w.delete(main, format!("key{:04}", t * 13).as_bytes())
+                .expect("del");
+            w.delete_pair(more, format!("{t}0").as_bytes(), b"m")
+                .expect("del");
+            {
+                let mut n = w.nested().expect("nested");
+                n.put(main, b"aborted", b"x", PutFlags::empty())
+                    .expect("put");
+            }
+            w.commit().expect("commit");
+        }
+        let records = log.image();
+        std::mem::forget(env); // no closing flush: the log holds the commits
+        (flushed, records)
+    })
+}
+
+/// Target `replay_log`: an edit script (5-byte edits: u32 offset, byte) over [`base_log`]'s
+/// log; if the first byte is odd every record is sealed again afterwards, so the damage passes
+/// the checksums and meets the decoders. The first open replays what it can: a typed error of
+/// the file kind, or an environment that reads, writes and reads again soundly.
+pub fn replay_log(data: &[u8]) {
+    let (flushed, base) = base_log();
+    let mut log = base.clone();
+    for e in data.get(1..).unwrap_or(&[]).chunks_exact(5) {
+        let at = u32::from_le_bytes([e[0], e[1], e[2], e[3]]) as usize % log.len().max(1);
+        if let Some(b) = log.get_mut(at) {
+            *b = e[4];
+        }
+    }
+    if data.first().is_some_and(|b| b & 1 == 1) {
+        cairn::wal::reseal_all(&mut log);
+    }
+    let d = Arc::new(SimStorage::from_image(flushed, 64 << 20).expect("sim"));
+    let l = Arc::new(SimStorage::from_image(&log, 1 << 20).expect("sim"));
+    match Env::with_storages(d, l, Env::options().max_dbs(8)) {
+        Ok(env) => read_write_read(&env),
+        Err(e) => drop(check_err(e, "replay")),
+    }
+}
+
 /// Target `decode_pages`: every decoder of `cairn::format` over arbitrary bytes, as a meta
 /// slot, a page of each kind at the page size the first byte picks, a database record.
 pub fn decode_pages(data: &[u8]) {
