@@ -321,3 +321,41 @@ fn a_real_file_replays_after_its_unflushed_pages_are_lost() {
         Some(&b"logged"[..])
     );
 }
+
+#[test]
+fn a_lazy_handles_commit_breaks_the_chain_and_the_next_logged_commit_is_steady() {
+    let dir = tempfile::tempdir().unwrap();
+    let logged = opts().open(dir.path()).unwrap();
+    let lazy = Env::options()
+        .durability(Durability::Lazy)
+        .sync_every(None)
+        .open(dir.path())
+        .unwrap();
+    let put = |env: &Env, k: &[u8]| {
+        let mut w = env.write_txn().unwrap();
+        w.put(env.main_db(), k, b"v", PutFlags::empty()).unwrap();
+        w.commit().unwrap();
+    };
+    let logged_keys = || {
+        let log = std::fs::read(dir.path().join("data.cairn-log")).unwrap();
+        [
+            "first-logged",
+            "unlogged-lazy",
+            "after-the-lazy",
+            "next-epoch",
+        ]
+        .into_iter()
+        .filter(|k| log.windows(k.len()).any(|w| w == k.as_bytes()))
+        .collect::<Vec<_>>()
+    };
+    put(&logged, b"first-logged");
+    put(&lazy, b"unlogged-lazy");
+    // Built on a commit the log does not hold: no record, a flush of the data file instead.
+    put(&logged, b"after-the-lazy");
+    assert_eq!(logged_keys(), vec!["first-logged"]);
+    // A new epoch starts at the log's beginning.
+    put(&logged, b"next-epoch");
+    assert_eq!(logged_keys(), vec!["next-epoch"]);
+    let log = std::fs::read(dir.path().join("data.cairn-log")).unwrap();
+    assert!(log.windows(10).position(|w| w == b"next-epoch").unwrap() < 200);
+}
