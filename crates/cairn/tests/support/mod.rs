@@ -482,21 +482,29 @@ pub fn decode_pages(data: &[u8]) {
 /// I/O errors injected (disk full, EIO on write, EIO on flush). An error comes back for what
 /// failed; nothing committed is lost; a poisoned environment, reopened, holds either the last
 /// committed state or the one whose commit failed after its record was written; reads never
-/// differ from the model. Each sequence runs twice: durable, and lazy with pages written in
-/// place (a reopen then keeps the boot, as after a process crash).
+/// differ from the model. Each sequence runs three times: durable; lazy with pages written in
+/// place (a reopen then keeps the boot, as after a process crash); logged, with the commit
+/// log on a second simulated disk that faults are injected into too (a reopen is a new boot:
+/// unflushed commits come back through the log's replay).
 pub fn ops_model(data: &[u8]) {
-    ops_model_in(data, false);
-    ops_model_in(data, true);
+    ops_model_in(data, cairn::Durability::Durable);
+    ops_model_in(data, cairn::Durability::Lazy);
+    ops_model_in(data, cairn::Durability::Logged);
 }
 
-fn ops_model_in(data: &[u8], lazy: bool) {
-    let opts = || match lazy {
-        true => Env::options().durability(cairn::Durability::Lazy),
-        false => Env::options(),
+fn ops_model_in(data: &[u8], mode: cairn::Durability) {
+    let lazy = mode == cairn::Durability::Lazy;
+    let logged = mode == cairn::Durability::Logged;
+    // A small log: records stop fitting now and then, and images stay cheap to copy.
+    let opts = || Env::options().durability(mode).log_size(256 << 10);
+    let open = |sim: &Arc<SimStorage>, log: &Arc<SimStorage>| match logged {
+        true => Env::with_storages(sim.clone(), log.clone(), opts()),
+        false => Env::with_storage(sim.clone(), opts()),
     };
     let mut sim = Arc::new(SimStorage::new(64 << 20).expect("sim"));
-    sim.set_map_writes(lazy);
-    let mut env = Env::with_storage(sim.clone(), opts()).expect("env");
+    let mut log = Arc::new(SimStorage::new(1 << 20).expect("sim"));
+    sim.set_map_writes(mode != cairn::Durability::Durable);
+    let mut env = open(&sim, &log).expect("env");
     let mut committed = Table::new();
     let mut i = 0;
     let byte = |i: &mut usize| {
@@ -534,7 +542,9 @@ fn ops_model_in(data: &[u8], lazy: bool) {
                     w.delete(db, &k).map(|_| ())
                 }
                 6 => {
-                    sim.inject(fault_of(byte(&mut i)), u64::from(byte(&mut i) % 8));
+                    let f = byte(&mut i);
+                    let disk = if logged && f & 0x40 != 0 { &log } else { &sim };
+                    disk.inject(fault_of(f), u64::from(byte(&mut i) % 8));
                     Ok(())
                 }
                 _ => {
@@ -561,6 +571,7 @@ fn ops_model_in(data: &[u8], lazy: bool) {
             }
         }
         sim.heal();
+        log.heal();
         // Reads see exactly the committed state, or (poisoned) a reopen decides.
         let seen = match env.read_txn() {
             Ok(_) => Some(read_main(&env)),
@@ -574,9 +585,10 @@ fn ops_model_in(data: &[u8], lazy: bool) {
                 drop(env);
                 let next = SimStorage::from_image(&sim.image(), 64 << 20).expect("sim");
                 let next = if lazy { next.same_boot_as(&sim) } else { next };
-                next.set_map_writes(lazy);
+                next.set_map_writes(mode != cairn::Durability::Durable);
                 sim = Arc::new(next);
-                env = Env::with_storage(sim.clone(), opts()).expect("reopen");
+                log = Arc::new(SimStorage::from_image(&log.image(), 1 << 20).expect("sim"));
+                env = open(&sim, &log).expect("reopen");
                 let t = read_main(&env);
                 assert!(
                     t == committed || t == pending,
