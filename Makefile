@@ -139,7 +139,7 @@ bench-group:
 # each (median). docs/bench/logged/README.md says how to read them.
 LOGGED_REPEAT ?= 3
 LOGGED_CONFIGS := cairn-durable,cairn-logged,rocksdb-sync,lmdb-durable
-LOGGED_GROUP_CONFIGS := cairn-grouped,cairn-logged-grouped,rocksdb-sync
+LOGGED_GROUP_CONFIGS := cairn-durable,cairn-logged,cairn-grouped,cairn-logged-grouped,rocksdb-sync
 .PHONY: bench-logged
 bench-logged:
 	CAIRN_BENCH_NO_CAPI=1 bench/run.sh quick --suites dbbench --configs $(LOGGED_CONFIGS) \
