@@ -73,6 +73,17 @@ pub struct Probe {
     pub fdatasync_p99_us: u64,
 }
 
+/// The commit the binaries were built from, as `git describe --always --dirty` says (empty
+/// outside a git work tree).
+fn commit() -> String {
+    std::process::Command::new("git")
+        .args(["describe", "--always", "--dirty"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
 fn utc_now() -> String {
     std::process::Command::new("date")
         .args(["-u", "+%Y-%m-%d %H:%M UTC"])
@@ -195,8 +206,10 @@ fn tables(env: &Environment, runs: &[Run], clients: &[usize], seconds: f64, warm
          3 processes per system on loopback, one load generator, closed-loop clients sending to \
          the leader over HTTP/1.1 keep-alive; puts of {KEY_LEN}-byte keys and {VALUE_LEN}-byte \
          values, each key new; {warm} s warm-up then {seconds} s measured per point; each figure \
-         the median of {rounds} rounds (each round a new cluster per system). {} cores.\n",
-        env.cores
+         the median of {rounds} rounds (each round a new cluster per system). {} cores; \
+         source at commit {}.\n",
+        env.cores,
+        commit()
     );
     let _ = writeln!(
         s,
