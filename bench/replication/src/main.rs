@@ -116,6 +116,13 @@ async fn bench(a: Args) -> Result<(), String> {
                 System::Cairn => cluster::start_cairn(&a.cairn, &work, &split(&a.cairn_args)).await,
                 System::Etcd => cluster::start_etcd(&a.etcd, &work, &split(&a.etcd_args)).await,
             }?;
+            // profile.sh reads this line to find the leader.
+            eprintln!(
+                "{} round {round}: leader {} (pid {})",
+                system.name(),
+                c.leader,
+                c.leader_pid
+            );
             for (i, &clients) in a.clients.iter().enumerate() {
                 let load = report::loadavg();
                 let f = load::run(system, &c.leader, i as u32, clients, warm, measure).await;
