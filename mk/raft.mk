@@ -11,8 +11,9 @@ test-raft:
 # processes and 3 etcd 3.4 members (Debian's etcd-server, installed when missing), all on
 # loopback, from one load generator (bench/replication); 3 rounds, medians, ratios.
 # BENCH_REPLICATION_ARGS: e.g. "--seconds 20", "--clients 1,16,64,256", "--repeat 5",
-# "--systems cairn", "--no-report".
+# "--systems cairn", "--no-report"; BENCH_REPLICATION_OUT: where results.md and runs.json go.
 ETCD ?= /usr/bin/etcd
+BENCH_REPLICATION_OUT ?= docs/bench/replication
 BENCH_REPLICATION_ARGS ?=
 .PHONY: bench-replication
 bench-replication:
@@ -21,4 +22,4 @@ bench-replication:
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get install -y etcd-server || { $$SUDO apt-get update && $$SUDO apt-get install -y etcd-server; }; }
 	target/release/cairn-bench-replication --cairn target/release/cairn-cluster --etcd $(ETCD) \
-	  --work target/bench-replication --out docs/bench/replication $(BENCH_REPLICATION_ARGS)
+	  --work target/bench-replication --out $(BENCH_REPLICATION_OUT) $(BENCH_REPLICATION_ARGS)

@@ -30,7 +30,7 @@ else:
 PY
 }
 # The cluster starts, the warm-up passes, then the window opens inside the counted time.
-sleep 4
+sleep 5
 leader=$(sed -n 's/.*: leader \([^ ]*\) .*/\1/p' "$out/run.log" | head -1)
 pids=$(pgrep -P "$bench" || true)
 c0=$(counter "$leader")
