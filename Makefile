@@ -114,7 +114,7 @@ bench-py: py-venv
 
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy -p cairn -p cairn-cli -p cairn-lmdb -p cairn-py -p cairn-capi -p cairn-doc -p cairn-raft -p cairn-server -p cairn-bench-serve-pg --all-targets -- -D warnings
+	$(CARGO) clippy -p cairn -p cairn-cli -p cairn-lmdb -p cairn-py -p cairn-capi -p cairn-doc -p cairn-raft -p cairn-server -p cairn-bench-serve-pg -p cairn-bench-replication --all-targets -- -D warnings
 
 bench:
 	bench/run.sh quick

@@ -28,6 +28,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod cluster;
+mod group;
 mod log;
 pub mod memnet;
 pub mod net;

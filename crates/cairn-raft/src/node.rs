@@ -6,10 +6,11 @@
 //! acknowledged before the read began, on any node that answers it (a node that is not the
 //! leader refuses, naming the leader it knows).
 
+use crate::group::{write_error, Grouper};
 use crate::raft::{Config, Node as Member, NodeId, Raft, RaftMetrics, TypeConfig};
-use crate::types::{Op, Request, Response};
+use crate::types::{check_ops, Op, Response};
 use crate::{Error, Storage};
-use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
+use openraft::error::{CheckIsLeaderError, RaftError};
 use openraft::network::RaftNetworkFactory;
 use openraft::ChangeMembers;
 use std::collections::{BTreeMap, BTreeSet};
@@ -33,6 +34,8 @@ pub struct Node {
     pub id: NodeId,
     raft: Raft,
     storage: Storage,
+    /// Proposes the write batches that wait together as one entry (group.rs).
+    grouper: Grouper,
 }
 
 fn any<E: std::error::Error + 'static>(e: E) -> Error {
@@ -58,7 +61,13 @@ impl Node {
         )
         .await
         .map_err(any)?;
-        Ok(Node { id, raft, storage })
+        let grouper = Grouper::start(raft.clone());
+        Ok(Node {
+            id,
+            raft,
+            storage,
+            grouper,
+        })
     }
 
     /// The openraft node, for the operations not yet wrapped (membership changes).
@@ -79,22 +88,19 @@ impl Node {
     /// Replicates and applies a write batch; returns once it is committed and applied on this
     /// node (the leader). A node that is not the leader refuses it ([`Error::leader`] names
     /// the one it knows). A batch refused before proposing (a reserved database) has no
-    /// index.
+    /// index. Batches written concurrently may share one log entry (group.rs); each is still
+    /// applied or refused on its own.
     pub async fn write(&self, ops: Vec<Op>) -> Result<Written, Error> {
-        let req = Request::Write(ops);
-        if let Err(why) = req.check() {
+        if let Err(why) = check_ops(&ops) {
             return Ok(Written {
                 index: None,
-                response: Response { error: Some(why) },
+                response: Response {
+                    error: Some(why),
+                    batches: Vec::new(),
+                },
             });
         }
-        match self.raft.client_write(req).await {
-            Ok(r) => Ok(Written {
-                index: Some(r.log_id.index),
-                response: r.data,
-            }),
-            Err(e) => Err(write_error(e)),
-        }
+        self.grouper.write(ops).await
     }
 
     /// A linearizable read (read index): this node confirms it still leads, waits until it
@@ -172,14 +178,4 @@ impl Node {
     pub async fn shutdown(&self) -> Result<(), Error> {
         self.raft.shutdown().await.map_err(any)
     }
-}
-
-fn write_error(e: RaftError<NodeId, ClientWriteError<NodeId, Member>>) -> Error {
-    let leader = match &e {
-        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => f.leader_id,
-        _ => None,
-    };
-    let mut err = any(e);
-    err.leader = leader;
-    err
 }
