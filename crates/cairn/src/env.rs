@@ -533,11 +533,11 @@ impl Env {
 
 impl Drop for Env {
     fn drop(&mut self) {
-        // The last handle of a lazy environment makes its latest commit steady, so that a
-        // clean close never loses commits to a later power loss.
+        // The last handle makes its latest commit steady (lazy and logged modes, or commits
+        // made with `commit_no_sync`), so that a clean close never loses commits to a later
+        // power loss.
         if Arc::strong_count(&self.inner) == 1
             && !self.inner.opts.read_only
-            && self.inner.opts.durability.lazy_pages()
             && self.inner.check_usable().is_ok()
         {
             let unsynced = {

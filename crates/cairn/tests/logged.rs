@@ -359,3 +359,75 @@ fn a_lazy_handles_commit_breaks_the_chain_and_the_next_logged_commit_is_steady()
     let log = std::fs::read(dir.path().join("data.cairn-log")).unwrap();
     assert!(log.windows(10).position(|w| w == b"next-epoch").unwrap() < 200);
 }
+
+#[test]
+fn unsynced_commits_ride_on_the_next_flushed_record() {
+    let (data, log) = disks();
+    let env = Env::with_storages(data.clone(), log.clone(), opts()).unwrap();
+    let main = env.main_db();
+    let put = |k: &[u8], sync: bool| {
+        let mut w = env.write_txn().unwrap();
+        w.put(main, k, b"v", PutFlags::empty()).unwrap();
+        if sync {
+            w.commit().unwrap()
+        } else {
+            w.commit_no_sync().unwrap()
+        }
+    };
+    put(b"flushed", true);
+    let syncs = (data.counters().1, log.counters().1);
+    put(b"a", false);
+    put(b"b", false);
+    assert_eq!(
+        (data.counters().1, log.counters().1),
+        syncs,
+        "an unsynced commit flushed"
+    );
+    // Lost or kept by a power loss now, in order: a prefix of the commits.
+    for seed in 0..20 {
+        let (d2, l2) = power_loss(&data, &log, seed);
+        let env2 = Env::with_storages(d2, l2, opts()).unwrap();
+        let got: Vec<Vec<u8>> = contents(&env2, None).into_keys().collect();
+        let prefixes: [&[&[u8]]; 3] = [
+            &[b"flushed"],
+            &[b"a", b"flushed"],
+            &[b"a", b"b", b"flushed"],
+        ];
+        assert!(
+            prefixes
+                .iter()
+                .any(|p| got.iter().map(|k| &k[..]).eq(p.iter().copied())),
+            "{got:?}"
+        );
+    }
+    put(b"c", true);
+    assert_eq!(log.counters().1, syncs.1 + 1);
+    let (d2, l2) = power_loss(&data, &log, 99);
+    drop(env);
+    let env = Env::with_storages(d2, l2, opts()).unwrap();
+    assert_eq!(contents(&env, None).len(), 4);
+}
+
+#[test]
+fn in_durable_mode_an_unsynced_commit_is_flushed_by_the_next_commit() {
+    let data = Arc::new(SimStorage::new(64 << 20).unwrap());
+    let env = Env::with_storage(data.clone(), Env::options()).unwrap();
+    let main = env.main_db();
+    let mut w = env.write_txn().unwrap();
+    w.put(main, b"a", b"1", PutFlags::empty()).unwrap();
+    w.commit_no_sync().unwrap();
+    let syncs = data.counters().1;
+    let mut w = env.write_txn().unwrap();
+    w.put(main, b"b", b"2", PutFlags::empty()).unwrap();
+    w.commit().unwrap();
+    assert!(data.counters().1 > syncs);
+    let mut rng = SimRng::new(4);
+    let img = data.crash_image(CrashMode::PowerLoss, &mut rng);
+    drop(env);
+    let env = Env::with_storage(
+        Arc::new(SimStorage::from_image(&img, 64 << 20).unwrap()),
+        Env::options(),
+    )
+    .unwrap();
+    assert_eq!(contents(&env, None).len(), 2);
+}

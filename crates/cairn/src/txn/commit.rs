@@ -45,6 +45,18 @@ impl RwTxn<'_> {
         self.commit_inner(true)
     }
 
+    /// Commits without waiting for the disk, whatever the mode: atomic and visible at once,
+    /// durable with the next commit that is (a [`commit`](Self::commit) in durable or logged
+    /// mode, [`Env::sync`](crate::Env::sync)); a power loss before then may take it, never
+    /// the file's consistency. In logged mode its record is appended to the log unflushed, so
+    /// the next flushed record makes both durable (the log is written in order). For writes
+    /// whose loss a later durable one repairs (a replica's applied entries: its flushed log
+    /// replays them).
+    pub fn commit_no_sync(mut self) -> Result<()> {
+        self.no_sync = true;
+        self.commit_inner(false)
+    }
+
     fn commit_inner(&mut self, mut steady: bool) -> Result<()> {
         self.env.inner.check_usable()?;
         let lazy_unsynced = !self.base.is_steady();
@@ -53,9 +65,11 @@ impl RwTxn<'_> {
         }
         let opts = &self.env.inner.opts;
         let (bytes, period) = (opts.sync_bytes, opts.sync_period());
+        let no_sync = self.no_sync;
         let ws = self.ws();
-        if bytes.is_some_and(|limit| ws.unsynced_bytes >= limit)
-            || period.is_some_and(|p| ws.last_sync.elapsed() >= p)
+        if !no_sync
+            && (bytes.is_some_and(|limit| ws.unsynced_bytes >= limit)
+                || period.is_some_and(|p| ws.last_sync.elapsed() >= p))
         {
             steady = true;
         }
@@ -63,7 +77,9 @@ impl RwTxn<'_> {
         let mut record = None;
         if !steady && self.env.inner.opts.durability == Durability::Logged {
             record = self.log_record()?;
-            steady = record.is_none();
+            // Unflushed, a commit the log cannot carry is left lazy: the next logged commit
+            // finds the chain broken and flushes the data file, which covers this one.
+            steady = record.is_none() && !no_sync;
         }
         failpoint!("commit.begin");
         match self.prepare_and_write(steady, record.as_mut()) {
@@ -224,9 +240,11 @@ impl RwTxn<'_> {
             } else {
                 log.write_at(tail.offset, &[rec]).map_err(soft)?;
             }
-            failpoint!("commit.before_log_sync");
-            log.sync().map_err(soft)?;
-            failpoint!("commit.after_log_sync");
+            if !self.no_sync {
+                failpoint!("commit.before_log_sync");
+                log.sync().map_err(soft)?;
+                failpoint!("commit.after_log_sync");
+            }
         }
         let slot = self.choose_slot();
         let storage = &*self.env.inner.storage;

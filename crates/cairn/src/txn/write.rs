@@ -108,6 +108,8 @@ pub struct RwTxn<'env> {
     /// (`wal`); None when not logged or when a change the log cannot carry was made (the
     /// commit is then steady).
     pub(crate) effects: Option<crate::wal::Effects>,
+    /// Set by `commit_no_sync`: nothing of this commit waits for the disk.
+    pub(crate) no_sync: bool,
 }
 
 /// The dirty leaf (and slot) the last put of database `idx` landed in. Valid while
@@ -248,6 +250,7 @@ impl<'env> RwTxn<'env> {
             effects: (env.inner.opts.durability == crate::options::Durability::Logged
                 && env.inner.log.is_some())
             .then(Default::default),
+            no_sync: false,
         }))
     }
 
