@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Issue 24's load test against PostgreSQL (`make bench-index-peers`; docs/bench/index).
 
-For each round, each server in turn on a fresh store: `cairn serve` (durable, group commit)
+For each round, each server in turn on a fresh store (the order of the index counts turns
+with the round): `cairn serve` (durable, group commit)
 and PostgreSQL 15 JSONB behind bench/serve-pg (synchronous_commit=on), each with 0, 1 and 4
 secondary indexes declared on the empty collection `bench` (1: /radius; 4: /radius,
 /country_code, /timestamp, /position/lat; PostgreSQL: btree expression indexes on
@@ -165,6 +166,7 @@ def measure(a, name, k, srv, d, rep, files):
             probe = subprocess.Popen(run.pin(1) + [a.probe, addr, "bench", str(a.seconds), "10"],
                                      stdout=subprocess.PIPE, text=True)
         r = stamp(run.oha(a.oha, post, a.write_conns, a.seconds, a.rate))
+        r.update(rate=a.rate, conns=a.write_conns, seconds=a.seconds)
         with open(os.path.join(d, f"write-{rep}.json"), "w") as f:
             json.dump(r, f, indent=1)
         print(name, k, rep, run.row(f"POST k={k}", a.write_conns, r), flush=True)
@@ -214,8 +216,12 @@ def main():
             fsync.append({"round": rep, "when": time.strftime("%H:%M:%S", time.gmtime()),
                           "loadavg": os.getloadavg()[0], "fdatasync_4k_ms": fsync_ms()})
             print("fsync", fsync[-1], flush=True)
+            # The index counts' order turns with the round, so that the machine's drift
+            # (other users' builds and flushes) does not always fall on the same one.
+            ks = [int(x) for x in a.indexes.split(",")]
+            ks = ks[rep % len(ks):] + ks[:rep % len(ks)]
             for name in a.servers.split(","):
-                for k in [int(x) for x in a.indexes.split(",")]:
+                for k in ks:
                     srv = Cairn(a.cairn, k) if name == "cairn" else Postgres(a.serve_pg, k)
                     d = os.path.join(a.out, f"{name}-{k}")
                     os.makedirs(d, exist_ok=True)
