@@ -109,14 +109,20 @@ pub struct RangeQuery {
     cursor: Option<String>,
 }
 
+/// A refused query: its status and message (made a JSON error answer by `query`).
+type Fail = (StatusCode, String);
+
+fn bad(msg: impl std::fmt::Display) -> Fail {
+    (StatusCode::BAD_REQUEST, msg.to_string())
+}
+
 /// A query parameter as a JSON literal: a number, a quoted string or a boolean.
-fn literal(name: &str, s: &str) -> Result<Value, Response> {
+fn literal(name: &str, s: &str) -> Result<Value, Fail> {
     match serde_json::from_str::<Value>(s) {
         Ok(v @ (Value::Number(_) | Value::String(_) | Value::Bool(_))) => Ok(v),
-        _ => Err(error(
-            StatusCode::BAD_REQUEST,
-            format!("{name}: a JSON number, quoted string or boolean"),
-        )),
+        _ => Err(bad(format!(
+            "{name}: a JSON number, quoted string or boolean"
+        ))),
     }
 }
 
@@ -125,12 +131,9 @@ fn side(
     incl: (&'static str, &Option<String>),
     excl: (&'static str, &Option<String>),
     ops: (&'static str, &'static str),
-) -> Result<Option<(&'static str, Value)>, Response> {
+) -> Result<Option<(&'static str, Value)>, Fail> {
     match (incl.1, excl.1) {
-        (Some(_), Some(_)) => Err(error(
-            StatusCode::BAD_REQUEST,
-            format!("{} and {} together", incl.0, excl.0),
-        )),
+        (Some(_), Some(_)) => Err(bad(format!("{} and {} together", incl.0, excl.0))),
         (Some(v), None) => Ok(Some((ops.0, literal(incl.0, v)?))),
         (None, Some(v)) => Ok(Some((ops.1, literal(excl.0, v)?))),
         (None, None) => Ok(None),
@@ -176,13 +179,13 @@ pub async fn query(
             body,
         )
             .into_response(),
-        Err(r) => r,
+        Err((status, msg)) => error(status, msg),
     }
 }
 
-async fn run_query(pool: &Pool, coll: &str, q: &RangeQuery) -> Result<String, Response> {
+async fn run_query(pool: &Pool, coll: &str, q: &RangeQuery) -> Result<String, Fail> {
     let Some(path) = &q.where_ else {
-        return Err(error(StatusCode::BAD_REQUEST, "only where= queries here"));
+        return Err(bad("only where= queries here"));
     };
     let Some(expr) = pool
         .paths
@@ -191,30 +194,25 @@ async fn run_query(pool: &Pool, coll: &str, q: &RangeQuery) -> Result<String, Re
         .get(path)
         .map(|lit| format!("(doc #> {lit})"))
     else {
-        return Err(error(StatusCode::NOT_FOUND, "no index on that path"));
+        return Err((StatusCode::NOT_FOUND, "no index on that path".to_string()));
     };
     let limit = q.limit.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
-        return Err(error(StatusCode::BAD_REQUEST, "limit must be 1 to 1000"));
+        return Err(bad("limit must be 1 to 1000"));
     }
     let (lo, hi) = match &q.eq {
         Some(v) if [&q.gte, &q.gt, &q.lte, &q.lt].iter().all(|b| b.is_none()) => {
             let v = literal("eq", v)?;
             (Some((">=", v.clone())), Some(("<=", v)))
         }
-        Some(_) => {
-            return Err(error(
-                StatusCode::BAD_REQUEST,
-                "eq and a range bound together",
-            ))
-        }
+        Some(_) => return Err(bad("eq and a range bound together")),
         None => (
             side(("gte", &q.gte), ("gt", &q.gt), (">=", ">"))?,
             side(("lte", &q.lte), ("lt", &q.lt), ("<=", "<"))?,
         ),
     };
     let after = match &q.cursor {
-        Some(t) => Some(untoken(t).ok_or_else(|| error(StatusCode::BAD_REQUEST, "bad cursor"))?),
+        Some(t) => Some(untoken(t).ok_or_else(|| bad("bad cursor"))?),
         None => None,
     };
     // The statement: $1 the collection, then the bounds' values, the cursor's, the limit.
@@ -239,13 +237,13 @@ async fn run_query(pool: &Pool, coll: &str, q: &RangeQuery) -> Result<String, Re
     let stmt = c
         .statement(&sql)
         .await
-        .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+        .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p.as_ref() as _).collect();
     let rows = c
         .client
         .query(&stmt, &refs)
         .await
-        .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+        .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     let mut body = String::from("{\"items\":[");
     let mut next = None;
     for (n, row) in rows.iter().enumerate() {
