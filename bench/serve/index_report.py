@@ -59,6 +59,16 @@ def oha_stats(reports):
             "n": len(rs), "load": [r.get("loadavg") for r in rs]}
 
 
+def paired_ratio(data, s, k):
+    """p99 with k indexes over p99 with none, in the same round: median and range."""
+    a, b = data.get((s, k, "write"), {}), data.get((s, 0, "write"), {})
+    rs = [a[r]["latencyPercentiles"]["p99"] / b[r]["latencyPercentiles"]["p99"]
+          for r in sorted(a) if r in b]
+    if not rs:
+        return "-"
+    return f"{med(rs):.2f}x; {min(rs):.2f}-{max(rs):.2f}"
+
+
 def ratio(a, b):
     return "-" if not a or not b else f"{a / b:.2f}x"
 
@@ -87,8 +97,8 @@ def write(runs):
           f"POST of a new document at {one.get('rate')} req/s over {one.get('conns')} "
           f"connections for {one.get('seconds')} s, oha `-q {one.get('rate')} "
           "--latency-correction`; milliseconds.\n",
-          "| server | indexes | req/s | p50 | p99 | p99 per round (1, 2, ...) | p99.9 | p99 / p99 at 0 indexes | non-2xx | errors |",
-          "|---|---|---|---|---|---|---|---|---|---|"]
+          "| server | indexes | req/s | p50 | p99 | p99 per round (1, 2, ...) | p99.9 | p99 / p99 at 0 indexes | the same, per round (median; range) | non-2xx | errors |",
+          "|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in servers:
         for k in ks:
             if (s, k) not in w:
@@ -96,10 +106,15 @@ def write(runs):
             x = w[(s, k)]
             base = w.get((s, 0), {}).get("p99")
             per = ", ".join(ms(p) for p in x["p99_all"])
+            paired = paired_ratio(data, s, k)
             L.append(f"| {LABEL[s]} | {k} | {num(x['rps'])} | {ms(x['p50'])} | {ms(x['p99'])} | "
-                     f"{per} | {ms(x['p999'])} | {ratio(x['p99'], base)} | {x['bad']} | "
+                     f"{per} | {ms(x['p999'])} | {ratio(x['p99'], base)} | {paired} | {x['bad']} | "
                      f"{x['errs']} |")
     c0, c1, c4 = (w.get(("cairn", k), {}).get("p99") for k in (0, 1, 4))
+    cp50 = [w.get(("cairn", k), {}).get("p50") for k in (0, 1, 4)]
+    if all(cp50):
+        L.append(f"\nCairn's p50 with 0, 1, 4 indexes: {', '.join(ms(v) for v in cp50)} ms "
+                 f"(1 index {ratio(cp50[1], cp50[0])}, 4 indexes {ratio(cp50[2], cp50[0])}).")
     if c0 and c1 and c4:
         L.append(f"\nTarget (each index adds at most 15% to write p99): Cairn 1 index "
                  f"{ratio(c1, c0)} of none (at most 1.15x: {'met' if c1 <= 1.15 * c0 else 'NOT met'}); "
