@@ -90,6 +90,11 @@ pub struct Config {
     pub group_commit: bool,
     /// Documents per step of a background index build (each step one write transaction).
     pub build_batch: usize,
+    /// Connections the kernel holds accepted-but-not-yet-taken (the listen backlog; the
+    /// kernel caps it at `net.core.somaxconn`). Past it, a client's handshake is dropped and
+    /// retried after a second: 4,000 clients connecting at once overflowed the 1,024 that
+    /// tokio's `TcpListener::bind` asks for (docs/bench/serve, 4,000 connections).
+    pub backlog: u32,
 }
 
 impl Config {
@@ -111,6 +116,7 @@ impl Config {
             write_threads: 256,
             group_commit: true,
             build_batch: cairn_doc::DEFAULT_BUILD_BATCH,
+            backlog: 8192,
         }
     }
 
@@ -295,6 +301,19 @@ async fn on_overload(e: tower::BoxError) -> ApiError {
     }
 }
 
+/// A listening socket on `addr` with a listen backlog of `backlog` (as std's and tokio's
+/// `bind`, with `SO_REUSEADDR`, so a restarted server can take its port back at once).
+fn listen(addr: SocketAddr, backlog: u32) -> std::io::Result<tokio::net::TcpListener> {
+    let sock = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    sock.set_reuseaddr(true)?;
+    sock.bind(addr)?;
+    sock.listen(backlog)
+}
+
 /// A bound server, not yet serving.
 pub struct Server {
     listener: tokio::net::TcpListener,
@@ -317,7 +336,7 @@ impl Server {
     ) -> Result<Server, BoxError> {
         let c = cfg.clone();
         let env = tokio::task::spawn_blocking(move || c.open_env()).await??;
-        let listener = tokio::net::TcpListener::bind(cfg.listen).await?;
+        let listener = listen(cfg.listen, cfg.backlog)?;
         let state = AppState::new(env, &cfg);
         let st = state.clone();
         tokio::task::spawn_blocking(move || st.resume_builds())
