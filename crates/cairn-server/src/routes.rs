@@ -43,6 +43,19 @@ async fn blocking<R: Send + 'static>(
     }
 }
 
+/// Runs a short read `f` on the server's reader threads (module `readers`); a panic there (a
+/// bug) becomes a 500.
+async fn read<R: Send + 'static>(
+    state: &AppState,
+    f: impl FnOnce() -> Result<R, ApiError> + Send + 'static,
+) -> Result<R, ApiError> {
+    match state.readers.run(f).await {
+        Ok(r) => r,
+        Err(Some(_)) => Err(ApiError::internal("the request's task panicked")),
+        Err(None) => Err(ApiError::internal("the server is shutting down")),
+    }
+}
+
 /// Runs `f` in a grouped write transaction on the blocking pool. An `Err` from `f` rolls back
 /// what `f` wrote (its nesting level), and is returned as is.
 /// After it committed, the collection `coll`'s handle is opened (kept for the next writes)
@@ -209,7 +222,7 @@ pub async fn get_doc(
 ) -> Result<Response, ApiError> {
     decode::address(&coll, &id, s.max_id)?;
     let gate = s.clone();
-    let (version, doc) = blocking(&gate.read_gate, move || store::get(&s.env, &coll, &id)).await?;
+    let (version, doc) = read(&gate, move || store::get(&s.env, &coll, &id)).await?;
     let inm = Condition::from_header(&headers, header::IF_NONE_MATCH);
     let mut r = if inm.is_some_and(|c| c.matches(Some(version))) {
         let mut r = Response::new(Body::empty());
