@@ -28,6 +28,13 @@ bench-serve:
 # target/bench-serve-pg; Debian's postgresql is installed when missing). POST, GET and a 90/10
 # mix at each connection count, BENCH_PEERS_REPEAT rounds; results.md and peers.png from
 # bench/serve/report.py.
+# PostgreSQL for the peers (Debian's package, installed when missing).
+define need_postgres
+@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+  $$SUDO apt-get install -y postgresql || { $$SUDO apt-get update && $$SUDO apt-get install -y postgresql; }; }
+endef
+
 BENCH_PEERS ?= cairn,cairn-nogroup,flask,postgres
 BENCH_PEERS_ARGS ?= --seconds 5 --conns 1,100,1000,4000 --repeat 3 --mix
 SERVE_VENV := target/bench-serve-venv
@@ -38,11 +45,29 @@ bench-serve-peers:
 	@test -x $(OHA) || $(CARGO) install oha --locked --root target/tools
 	@test -x $(SERVE_VENV)/bin/gunicorn || { python3 -m venv $(SERVE_VENV) && \
 	  $(SERVE_VENV)/bin/pip install -q flask gunicorn lmdb matplotlib; }
-	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	  $$SUDO apt-get install -y postgresql || { $$SUDO apt-get update && $$SUDO apt-get install -y postgresql; }; }
+	$(need_postgres)
 	rm -rf docs/bench/serve/peers
 	python3 bench/serve/run.py --cairn target/release/cairn --oha $(OHA) \
 	  --serve-pg target/release/cairn-bench-serve-pg --out docs/bench/serve \
 	  --peers $(BENCH_PEERS) $(BENCH_PEERS_ARGS)
 	$(SERVE_VENV)/bin/python bench/serve/report.py docs/bench/serve/peers
+
+# Issue 24 against PostgreSQL (not part of `make test`; docs/bench/index/README.md): `cairn
+# serve` and PostgreSQL JSONB behind bench/serve-pg, each with 0, 1 and 4 indexes on a fresh
+# store of 10,000 documents: a 100-document range query (closed loop), POSTs at a fixed rate
+# (latency-corrected) for the write p99, and the SSE feed lag under those writes
+# (crates/cairn-server/examples/feed_probe.rs). BENCH_INDEX_ARGS: e.g. "--repeat 1",
+# "--rate 4000", "--range-conns 10,100,1000". About 2 minutes a round.
+BENCH_INDEX_ARGS ?= --seconds 10 --repeat 3
+.PHONY: bench-index-peers
+bench-index-peers:
+	$(CARGO) build --release -p cairn-cli
+	$(CARGO) build --release -p cairn-bench-serve-pg
+	$(CARGO) build --release -p cairn-server --example feed_probe
+	@test -x $(OHA) || $(CARGO) install oha --locked --root target/tools
+	$(need_postgres)
+	rm -rf docs/bench/index/runs
+	python3 bench/serve/index_peers.py --cairn target/release/cairn --oha $(OHA) \
+	  --serve-pg target/release/cairn-bench-serve-pg --probe target/release/examples/feed_probe \
+	  --out docs/bench/index/runs $(BENCH_INDEX_ARGS)
+	python3 bench/serve/index_report.py docs/bench/index/runs

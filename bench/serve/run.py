@@ -175,13 +175,23 @@ class Postgres:
         if "listening on " not in line:
             self.p.kill()
             sys.exit(f"serve-pg did not start: {line!r}")
-        doc = json.dumps(DOC).replace("'", "''")
-        self.as_pg([self.bin("psql"), "-q", "-h", self.sock, "-U", "bench", "bench", "-c",
-                    "INSERT INTO docs SELECT 'bench', lpad(i::text, 5, '0'), "
-                    f"'{doc}'::jsonb FROM generate_series(0, {PRELOAD - 1}) i; ANALYZE docs"])
+        self.addr = line.split("listening on ", 1)[1].strip()
+        self.load()
         self.version = subprocess.run([self.bin("postgres"), "--version"], capture_output=True,
                                       text=True).stdout.strip()
-        return line.split("listening on ", 1)[1].strip()
+        return self.addr
+
+    def psql(self, sql):
+        """Runs SQL (read from stdin, so it may be long) in the bench database."""
+        self.as_pg([self.bin("psql"), "-q", "-v", "ON_ERROR_STOP=1", "-h", self.sock, "-U",
+                    "bench", "bench", "-f", "-"], input=sql, text=True)
+
+    def load(self):
+        """The preload: PRELOAD copies of DOC under ids 00000... (bench/serve/index_peers.py
+        loads its own)."""
+        doc = json.dumps(DOC).replace("'", "''")
+        self.psql("INSERT INTO docs SELECT 'bench', lpad(i::text, 5, '0'), "
+                  f"'{doc}'::jsonb FROM generate_series(0, {PRELOAD - 1}) i; ANALYZE docs")
 
     def stop(self):
         self.p.terminate()

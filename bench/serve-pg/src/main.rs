@@ -6,21 +6,26 @@
 //!   (autocommit) transaction; 201 with `Location` and `{"id": ...}` once PostgreSQL has
 //!   committed it (the cluster runs with `synchronous_commit = on`: the WAL is flushed).
 //! - `GET /{collection}/{id}`: the document, or 404.
+//! - `PUT /{collection}/_index/{name}` and `GET /{collection}?where=PATH&gte=..&lt=..`: a btree
+//!   expression index and range queries on it, mirroring `cairn serve`'s (module `index`).
 //!
 //! Usage: `cairn-bench-serve-pg LISTEN CONNINFO POOL` (e.g. `127.0.0.1:0
 //! "host=/tmp/x dbname=bench" 8`); prints `listening on ADDR` once ready. The pool is POOL
 //! PostgreSQL connections, taken round-robin; tokio-postgres pipelines the statements of the
 //! requests that share one.
 
+mod index;
+
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::Router;
 use tokio_postgres::types::Json;
 use tokio_postgres::{Client, NoTls, Statement};
@@ -29,6 +34,8 @@ struct Conn {
     client: Client,
     insert: Statement,
     select: Statement,
+    /// The queries' statements (module `index`).
+    statements: index::Statements,
 }
 
 struct Pool {
@@ -37,6 +44,8 @@ struct Pool {
     /// Ids: microseconds since the epoch at start-up, then +1 per document, as 16 hex digits
     /// (sortable, unique for this process).
     id: AtomicU64,
+    /// Indexed JSON pointers and their text-array literals (module `index`).
+    paths: Mutex<HashMap<String, String>>,
 }
 
 impl Pool {
@@ -155,6 +164,7 @@ async fn main() {
             client,
             insert,
             select,
+            statements: Default::default(),
         });
     }
     let start = SystemTime::now()
@@ -165,9 +175,11 @@ async fn main() {
         conns,
         next: AtomicUsize::new(0),
         id: AtomicU64::new(start),
+        paths: Mutex::default(),
     });
     let app = Router::new()
-        .route("/{coll}", post(create))
+        .route("/{coll}", post(create).get(index::query))
+        .route("/{coll}/_index/{name}", put(index::put_index))
         .route("/{coll}/{id}", get(read))
         .with_state(pool);
     let listener = tokio::net::TcpListener::bind(&args[1]).await.expect("bind");

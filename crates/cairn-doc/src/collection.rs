@@ -49,6 +49,19 @@ pub struct Doc {
 const DOC_HEADER: usize = 16;
 
 pub(crate) fn decode_doc(id: &str, raw: &[u8]) -> Result<Doc> {
+    let (version, seq, text) = split_doc(id, raw)?;
+    let body = serde_json::from_slice(text)
+        .map_err(|e| Error::Inconsistent(format!("document {id:?}: {e}")))?;
+    Ok(Doc {
+        id: id.to_string(),
+        version,
+        seq,
+        body,
+    })
+}
+
+/// A stored document's version, seq and JSON text.
+pub(crate) fn split_doc<'r>(id: &str, raw: &'r [u8]) -> Result<(u64, u64, &'r [u8])> {
     if raw.len() < DOC_HEADER {
         return Err(Error::Inconsistent(format!(
             "document {id:?}: stored value of {} bytes",
@@ -57,14 +70,7 @@ pub(crate) fn decode_doc(id: &str, raw: &[u8]) -> Result<Doc> {
     }
     let version = u64::from_be_bytes(raw[..8].try_into().expect("8 bytes"));
     let seq = u64::from_be_bytes(raw[8..16].try_into().expect("8 bytes"));
-    let body = serde_json::from_slice(&raw[DOC_HEADER..])
-        .map_err(|e| Error::Inconsistent(format!("document {id:?}: {e}")))?;
-    Ok(Doc {
-        id: id.to_string(),
-        version,
-        seq,
-        body,
-    })
+    Ok((version, seq, &raw[DOC_HEADER..]))
 }
 
 /// The version in a stored document's header.

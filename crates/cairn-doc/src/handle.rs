@@ -12,8 +12,8 @@
 //!   most its batch of documents), so writers wait at most one step for it.
 
 use crate::{
-    write_grouped, Change, Collection, Doc, IndexInfo, IndexSpec, IndexState, Query, QueryPage,
-    Result, Retention,
+    write_grouped, Change, Collection, Doc, DocText, IndexInfo, IndexSpec, IndexState, Query,
+    QueryPage, Result, Retention, Token,
 };
 use cairn::Env;
 use serde_json::Value;
@@ -135,6 +135,16 @@ impl Handle {
     /// [`Collection::query_path`].
     pub fn query_path(&self, path: &str, q: &Query) -> Result<QueryPage> {
         self.coll.query_path(&self.env.read_txn()?, path, q)
+    }
+
+    /// [`Collection::query_path_text`].
+    pub fn query_path_text(
+        &self,
+        path: &str,
+        q: &Query,
+        f: impl FnMut(DocText<'_>) -> Result<()>,
+    ) -> Result<Option<Token>> {
+        self.coll.query_path_text(&self.env.read_txn()?, path, q, f)
     }
 
     /// [`Collection::get`].

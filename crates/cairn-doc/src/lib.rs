@@ -52,7 +52,7 @@ pub use collection::{Collection, Doc};
 pub use feed::{Change, ChangeKind, Retention, TRIM_PER_WRITE};
 pub use handle::{spawn_build, Handle, DEFAULT_BUILD_BATCH, FEED_POLL};
 pub use index::{IndexInfo, IndexSpec, IndexState};
-pub use query::{Query, QueryPage, Token};
+pub use query::{DocText, Query, QueryPage, Token};
 
 use cairn::{Cursor, Database, RoTxn, RwTxn};
 

@@ -10,7 +10,7 @@
 //! - Queries read only Ready indexes (a Building or Failed one is an error, never a partial
 //!   answer).
 
-use crate::collection::{decode_doc, doc_id, Collection, Doc};
+use crate::collection::{decode_doc, doc_id, split_doc, Collection, Doc};
 use crate::key::{self, hex, unhex};
 use crate::{Error, Result};
 use cairn::{Cursor, RoTxn};
@@ -213,12 +213,26 @@ fn last_in<'t>(c: &mut Cursor<'t>, hi: &Bound<Vec<u8>>) -> cairn::Result<Entry<'
     }
 }
 
+/// A stored document as its bytes, as [`Collection::query_text`] hands it over: no parsing,
+/// no copy (a server writes `text` into its answer as it is).
+#[derive(Clone, Copy, Debug)]
+pub struct DocText<'t> {
+    /// Its id.
+    pub id: &'t str,
+    /// Writes of this id since it was last absent (see [`Doc::version`]).
+    pub version: u64,
+    /// Sequence number of the write that stored it.
+    pub seq: u64,
+    /// The document's JSON text, as stored.
+    pub text: &'t [u8],
+}
+
 impl Collection {
-    /// Runs `q` on an index declared on `path` (what the HTTP API's `where=PATH` names): a
-    /// Ready one if there is one (indexes of one path hold the same entries, so their tokens
-    /// are interchangeable); else the error of the first one ([`Error::IndexBuilding`],
-    /// [`Error::IndexFailed`]); [`Error::NoIndex`] if no index is declared on `path`.
-    pub fn query_path(&self, txn: &RoTxn<'_>, path: &str, q: &Query) -> Result<QueryPage> {
+    /// The index a query on `path` (what the HTTP API's `where=PATH` names) runs on: a Ready
+    /// one if there is one (indexes of one path hold the same entries, so their tokens are
+    /// interchangeable); else the first one, whose state the query reports; [`Error::NoIndex`]
+    /// if no index is declared on `path`.
+    fn index_on(&self, txn: &RoTxn<'_>, path: &str) -> Result<String> {
         let on: Vec<_> = self
             .indexes(txn)?
             .into_iter()
@@ -229,12 +243,69 @@ impl Collection {
             .find(|i| i.state == crate::IndexState::Ready)
             .or(on.first())
             .ok_or_else(|| Error::NoIndex(format!("(none on path {path:?})")))?;
-        self.query(txn, &pick.name, q)
+        Ok(pick.name.clone())
+    }
+
+    /// Runs `q` on an index declared on `path` (see [`Collection::query`]; which index:
+    /// a Ready one of the path, else the error of the first, [`Error::IndexBuilding`] or
+    /// [`Error::IndexFailed`]; [`Error::NoIndex`] if none is declared on `path`).
+    pub fn query_path(&self, txn: &RoTxn<'_>, path: &str, q: &Query) -> Result<QueryPage> {
+        self.query(txn, &self.index_on(txn, path)?, q)
+    }
+
+    /// [`Collection::query_path`], each document handed to `f` as its stored bytes
+    /// ([`Collection::query_text`]).
+    pub fn query_path_text(
+        &self,
+        txn: &RoTxn<'_>,
+        path: &str,
+        q: &Query,
+        f: impl FnMut(DocText<'_>) -> Result<()>,
+    ) -> Result<Option<Token>> {
+        self.query_text(txn, &self.index_on(txn, path)?, q, f)
     }
 
     /// Runs `q` on the Ready index `index`. [`Error::IndexBuilding`] while it is built,
     /// [`Error::IndexFailed`] if its build failed, [`Error::NoIndex`] if there is none.
     pub fn query(&self, txn: &RoTxn<'_>, index: &str, q: &Query) -> Result<QueryPage> {
+        let mut docs = Vec::new();
+        let next = self.walk(txn, index, q, |id, raw| {
+            docs.push(decode_doc(id, raw)?);
+            Ok(())
+        })?;
+        Ok(QueryPage { docs, next })
+    }
+
+    /// [`Collection::query`] without parsing the documents: `f` gets each one's stored
+    /// bytes, in index order; returns the next page's token. What a server that answers
+    /// with the stored text needs (parsing and serializing again cost it most of a query).
+    pub fn query_text(
+        &self,
+        txn: &RoTxn<'_>,
+        index: &str,
+        q: &Query,
+        mut f: impl FnMut(DocText<'_>) -> Result<()>,
+    ) -> Result<Option<Token>> {
+        self.walk(txn, index, q, |id, raw| {
+            let (version, seq, text) = split_doc(id, raw)?;
+            f(DocText {
+                id,
+                version,
+                seq,
+                text,
+            })
+        })
+    }
+
+    /// The query's walk: each document in the page (its id and stored value) to `f`, at most
+    /// `q.limit` of them (the walk is bounded by the page); the next page's token.
+    fn walk(
+        &self,
+        txn: &RoTxn<'_>,
+        index: &str,
+        q: &Query,
+        mut f: impl FnMut(&str, &[u8]) -> Result<()>,
+    ) -> Result<Option<Token>> {
         self.ready_def(txn, index)?;
         let db = txn.open_db(Some(&key::index_db(&self.name, index)))?;
         let lo = enc_bound(&q.lower)?;
@@ -248,17 +319,15 @@ impl Collection {
             (_, false) => first_in(&mut c, &lo)?,
             (_, true) => last_in(&mut c, &hi)?,
         };
-        let mut docs = Vec::new();
+        let mut n = 0;
         let mut last: Option<(&[u8], &[u8])> = None;
-        let mut next = None;
         while let Some((k, id)) = e {
             if !(above(k, &lo) && below(k, &hi)) {
                 break;
             }
-            if docs.len() >= q.limit {
+            if n >= q.limit {
                 // Another entry in range: the page ends on a token of its last entry.
-                next = last.map(|(k, id)| Token::new(k, id));
-                break;
+                return Ok(last.map(|(k, id)| Token::new(k, id)));
             }
             let id_s = doc_id(id)?;
             let raw = txn.get(self.docs, id)?.ok_or_else(|| {
@@ -266,11 +335,12 @@ impl Collection {
                     "index {index:?}: entry for missing document {id_s:?}"
                 ))
             })?;
-            docs.push(decode_doc(id_s, raw)?);
+            f(id_s, raw)?;
+            n += 1;
             last = Some((k, id));
             e = if q.reverse { c.prev()? } else { c.next()? };
         }
-        Ok(QueryPage { docs, next })
+        Ok(None)
     }
 }
 

@@ -10,48 +10,25 @@
 #[path = "support/server.rs"]
 mod support;
 
+#[path = "support/client.rs"]
+mod client;
+
+use client::Conn;
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::{BufRead, Write};
 use std::time::{Duration, Instant};
 
 const WRITERS: usize = 8;
 const PER_WRITER: usize = 400;
 
-fn put(r: &mut BufReader<TcpStream>, path: &str, body: &str) -> u64 {
-    let req = format!(
-        "PUT {path} HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    r.get_mut().write_all(req.as_bytes()).unwrap();
-    let mut line = String::new();
-    r.read_line(&mut line).unwrap();
-    assert!(line.contains(" 20"), "{line}");
-    let (mut len, mut etag) = (0, 0);
-    loop {
-        let mut h = String::new();
-        r.read_line(&mut h).unwrap();
-        let h = h.trim_end();
-        if h.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = h.split_once(':') {
-            if k.eq_ignore_ascii_case("content-length") {
-                len = v.trim().parse().unwrap();
-            } else if k.eq_ignore_ascii_case("etag") {
-                etag = u64::from_str_radix(v.trim().trim_matches('"'), 16).unwrap();
-            }
-        }
-    }
-    let mut b = vec![0; len];
-    r.read_exact(&mut b).unwrap();
-    etag
+fn put(c: &mut Conn, path: &str, body: &str) -> u64 {
+    let a = c.send("PUT", path, body).unwrap();
+    assert!(a.status < 300, "{}", a.status);
+    a.etag
 }
 
-fn conn(addr: SocketAddr) -> BufReader<TcpStream> {
-    let s = TcpStream::connect(addr).unwrap();
-    s.set_nodelay(true).unwrap();
-    BufReader::new(s)
+fn conn(addr: std::net::SocketAddr) -> Conn {
+    Conn::new(addr).unwrap()
 }
 
 /// One run: the lags, sorted.
@@ -64,7 +41,7 @@ fn run() -> Vec<Duration> {
     // The reader: arrival time of every record.
     let total = WRITERS * PER_WRITER + 1;
     let reader = std::thread::spawn(move || {
-        let mut r = conn(addr);
+        let mut r = conn(addr).0;
         r.get_mut()
             .write_all(b"GET /lag/_changes?feed=sse&since=1 HTTP/1.1\r\nHost: b\r\n\r\n")
             .unwrap();

@@ -11,51 +11,15 @@
 #[path = "support/server.rs"]
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+#[path = "support/client.rs"]
+mod client;
+
+use client::Conn;
 use std::time::{Duration, Instant};
 
 const CONNS: usize = 16;
 const PER_CONN: usize = 250;
 const PATHS: [&str; 4] = ["/radius", "/country_code", "/timestamp", "/position/lat"];
-
-struct Conn(BufReader<TcpStream>);
-
-impl Conn {
-    fn new(addr: SocketAddr) -> Conn {
-        let s = TcpStream::connect(addr).unwrap();
-        s.set_nodelay(true).unwrap();
-        Conn(BufReader::new(s))
-    }
-
-    fn put(&mut self, path: &str, body: &str) -> u16 {
-        let req = format!(
-            "PUT {path} HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        self.0.get_mut().write_all(req.as_bytes()).unwrap();
-        let mut line = String::new();
-        self.0.read_line(&mut line).unwrap();
-        let status: u16 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-        let mut len = 0;
-        loop {
-            let mut h = String::new();
-            self.0.read_line(&mut h).unwrap();
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = h.split_once(':') {
-                if k.eq_ignore_ascii_case("content-length") {
-                    len = v.trim().parse().unwrap();
-                }
-            }
-        }
-        let mut b = vec![0; len];
-        self.0.read_exact(&mut b).unwrap();
-        status
-    }
-}
 
 fn doc(c: usize, i: usize) -> String {
     format!(
@@ -76,7 +40,7 @@ fn run(indexes: usize) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let server = support::start(dir.path());
     let addr = server.addr;
-    let mut c = Conn::new(addr);
+    let mut c = Conn::new(addr).unwrap();
     for p in PATHS.iter().take(indexes) {
         let name = p.trim_start_matches('/').replace('/', "_");
         let st = c.put(
@@ -93,7 +57,7 @@ fn run(indexes: usize) -> Run {
     let clients: Vec<_> = (0..CONNS)
         .map(|k| {
             std::thread::spawn(move || {
-                let mut c = Conn::new(addr);
+                let mut c = Conn::new(addr).unwrap();
                 let mut lat = Vec::with_capacity(PER_CONN);
                 for i in 0..PER_CONN {
                     let body = doc(k, i);

@@ -32,6 +32,7 @@
 
 pub mod decode;
 pub mod error;
+mod readers;
 mod routes;
 pub mod store;
 
@@ -83,6 +84,9 @@ pub struct Config {
     /// Reads (and backups) running on the blocking pool at once; more wait as tasks. Reads
     /// are short and CPU-bound: a few per core keep the cores busy without thrashing.
     pub read_threads: usize,
+    /// Threads of the server's own that run reads of a document by id (module `readers`):
+    /// two, so that one read waiting on the disk does not hold up the others.
+    pub reader_threads: usize,
     /// Writers waiting in the group commit at once; more wait as tasks. A group takes the
     /// writers queued while the previous commit flushed, so this bounds the group size, and
     /// with it what one flush can carry.
@@ -93,6 +97,11 @@ pub struct Config {
     pub group_commit: bool,
     /// Documents per step of a background index build (each step one write transaction).
     pub build_batch: usize,
+    /// Connections the kernel holds accepted-but-not-yet-taken (the listen backlog; the
+    /// kernel caps it at `net.core.somaxconn`). Past it, a client's handshake is dropped and
+    /// retried after a second: 4,000 clients connecting at once overflowed the 1,024 that
+    /// tokio's `TcpListener::bind` asks for (docs/bench/serve, 4,000 connections).
+    pub backlog: u32,
 }
 
 impl Config {
@@ -112,9 +121,11 @@ impl Config {
             backup_dir: None,
             max_collections: 1024,
             read_threads: 16,
+            reader_threads: 2,
             write_threads: 256,
             group_commit: true,
             build_batch: cairn_doc::DEFAULT_BUILD_BATCH,
+            backlog: 8192,
         }
     }
 
@@ -129,9 +140,13 @@ impl Config {
             .durability(durability)
             .no_subdir(self.no_subdir)
             .max_dbs(self.max_collections.saturating_mul(DBS_PER_COLLECTION))
-            // One reader per read thread at most (reads run behind the read gate), and room
-            // for other processes' readers.
-            .max_readers((self.read_threads as u32).saturating_add(110))
+            // One reader per read thread at most (reads run behind the read gate) and per
+            // reader thread, and room for other processes' readers.
+            .max_readers(
+                (self.read_threads as u32)
+                    .saturating_add(self.reader_threads as u32)
+                    .saturating_add(110),
+            )
             .open(&self.path)
     }
 }
@@ -159,6 +174,8 @@ pub struct AppState {
     max_id: usize,
     limits: Limits,
     read_gate: tokio::sync::Semaphore,
+    /// Threads of the server's own for reads by id (module `readers`).
+    readers: readers::Readers,
     write_gate: tokio::sync::Semaphore,
     group_commit: bool,
     build_batch: usize,
@@ -170,9 +187,10 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// State over an open environment.
-    pub fn new(env: Env, cfg: &Config) -> Arc<AppState> {
-        Arc::new(AppState {
+    /// State over an open environment; starts the reader threads (an error if the system
+    /// refuses a thread).
+    pub fn new(env: Env, cfg: &Config) -> std::io::Result<Arc<AppState>> {
+        Ok(Arc::new(AppState {
             // cairn-doc's ids are 1 to 255 bytes.
             max_id: env.max_key_size().min(255),
             env: Arc::new(env),
@@ -184,13 +202,14 @@ impl AppState {
                 backup_dir: cfg.backup_dir.clone(),
             },
             read_gate: tokio::sync::Semaphore::new(cfg.read_threads.max(1)),
+            readers: readers::Readers::start(cfg.reader_threads)?,
             write_gate: tokio::sync::Semaphore::new(cfg.write_threads.max(1)),
             group_commit: cfg.group_commit,
             build_batch: cfg.build_batch.max(1),
             request_timeout: cfg.request_timeout,
             changed: tokio::sync::watch::channel(0).0,
             shutdown: tokio::sync::watch::channel(false).0,
-        })
+        }))
     }
 
     /// Opens every collection and restarts the builds of the indexes left Building (by a
@@ -299,6 +318,19 @@ async fn on_overload(e: tower::BoxError) -> ApiError {
     }
 }
 
+/// A listening socket on `addr` with a listen backlog of `backlog` (as std's and tokio's
+/// `bind`, with `SO_REUSEADDR`, so a restarted server can take its port back at once).
+fn listen(addr: SocketAddr, backlog: u32) -> std::io::Result<tokio::net::TcpListener> {
+    let sock = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    sock.set_reuseaddr(true)?;
+    sock.bind(addr)?;
+    sock.listen(backlog)
+}
+
 /// A bound server, not yet serving.
 pub struct Server {
     listener: tokio::net::TcpListener,
@@ -321,8 +353,8 @@ impl Server {
     ) -> Result<Server, BoxError> {
         let c = cfg.clone();
         let env = tokio::task::spawn_blocking(move || c.open_env()).await??;
-        let listener = tokio::net::TcpListener::bind(cfg.listen).await?;
-        let state = AppState::new(env, &cfg);
+        let listener = listen(cfg.listen, cfg.backlog)?;
+        let state = AppState::new(env, &cfg)?;
         let st = state.clone();
         tokio::task::spawn_blocking(move || st.resume_builds())
             .await?

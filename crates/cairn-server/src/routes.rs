@@ -43,6 +43,19 @@ async fn blocking<R: Send + 'static>(
     }
 }
 
+/// Runs a short read `f` on the server's reader threads (module `readers`); a panic there (a
+/// bug) becomes a 500.
+async fn read<R: Send + 'static>(
+    state: &AppState,
+    f: impl FnOnce() -> Result<R, ApiError> + Send + 'static,
+) -> Result<R, ApiError> {
+    match state.readers.run(f).await {
+        Ok(r) => r,
+        Err(Some(_)) => Err(ApiError::internal("the request's task panicked")),
+        Err(None) => Err(ApiError::internal("the server is shutting down")),
+    }
+}
+
 /// Runs `f` in a grouped write transaction on the blocking pool. An `Err` from `f` rolls back
 /// what `f` wrote (its nesting level), and is returned as is.
 /// After it committed, the collection `coll`'s handle is opened (kept for the next writes)
@@ -209,7 +222,7 @@ pub async fn get_doc(
 ) -> Result<Response, ApiError> {
     decode::address(&coll, &id, s.max_id)?;
     let gate = s.clone();
-    let (version, doc) = blocking(&gate.read_gate, move || store::get(&s.env, &coll, &id)).await?;
+    let (version, doc) = read(&gate, move || store::get(&s.env, &coll, &id)).await?;
     let inm = Condition::from_header(&headers, header::IF_NONE_MATCH);
     let mut r = if inm.is_some_and(|c| c.matches(Some(version))) {
         let mut r = Response::new(Body::empty());
@@ -326,7 +339,7 @@ pub async fn list(
             store::query(&existing(&s, &coll)?, &path, &query)
         })
         .await?;
-        return Ok(json_response(StatusCode::OK, v.to_string().into_bytes()));
+        return Ok(json_response(StatusCode::OK, v));
     }
     let body = blocking(&gate.read_gate, move || store::list(&s.env, &coll, &q)).await?;
     Ok(json_response(StatusCode::OK, body))
@@ -616,10 +629,15 @@ pub async fn changes(
                     .ok_or_else(|| ApiError::bad_request("Last-Event-ID: a sequence number"))?,
                 None => since,
             };
+            // Subscribed before the first read, so a write that commits after that read
+            // began wakes the stream (a later subscription would count it as seen, and the
+            // stream would wait for the next write or the poll).
+            let woken = s.changed.subscribe();
             // The first read answers errors (no collection, trimmed history) with a status.
             let first = read_changes(&s, &coll, since, limit).await?;
             let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
-            tokio::spawn(sse_stream(s.clone(), coll, since, limit, first, tx));
+            let feed = Feed { coll, since, limit };
+            tokio::spawn(sse_stream(s.clone(), feed, first, woken, tx));
             let mut r = Response::new(Body::new(ChanBody(rx)));
             let h = r.headers_mut();
             h.insert(
@@ -635,21 +653,33 @@ pub async fn changes(
     }
 }
 
+/// What an SSE stream follows: a collection's feed after `since`, `limit` records a read.
+struct Feed {
+    coll: String,
+    since: u64,
+    limit: usize,
+}
+
 /// Feeds an SSE response: the changes after `since`, then each new one as it commits, until
 /// the client goes, the server stops, or reading fails (an `error` event, then the end).
+/// `rx` was subscribed before `first` was read; it is marked seen before each read, so a
+/// write that commits during a read wakes the next wait at once.
 async fn sse_stream(
     s: Arc<AppState>,
-    coll: String,
-    mut since: u64,
-    limit: usize,
+    feed: Feed,
     first: Vec<Change>,
+    mut rx: tokio::sync::watch::Receiver<u64>,
     tx: tokio::sync::mpsc::Sender<Bytes>,
 ) {
+    let Feed {
+        coll,
+        mut since,
+        limit,
+    } = feed;
     let mut shutdown = s.shutdown.subscribe();
     let mut batch = Ok(first);
     let mut idle = tokio::time::Instant::now();
     loop {
-        let mut rx = s.changed.subscribe();
         let got = match batch {
             Ok(ch) => ch,
             Err(e) => {

@@ -475,15 +475,37 @@ pub fn index_query(q: &ListQuery) -> Result<cairn_doc::Query, ApiError> {
 }
 
 /// Runs an index query: `{"items": [{"id", "version", "doc"}...], "next": token}` in index
-/// order, like a listing.
-pub fn query(h: &cairn_doc::Handle, path: &str, q: &cairn_doc::Query) -> Result<Value, ApiError> {
-    let page = h.query_path(path, q).map_err(doc_error)?;
-    let items: Vec<Value> = page
-        .docs
-        .into_iter()
-        .map(|d| json!({"id": d.id, "version": decode::version_str(d.seq), "doc": d.body}))
-        .collect();
-    Ok(json!({"items": items, "next": page.next.map(|t| t.as_str().to_string())}))
+/// order, like a listing; each `doc` is the stored text, written out as it is (no parse).
+pub fn query(h: &cairn_doc::Handle, path: &str, q: &cairn_doc::Query) -> Result<Vec<u8>, ApiError> {
+    let mut body = b"{\"items\":[".to_vec();
+    let mut first = true;
+    let next = h
+        .query_path_text(path, q, |d| {
+            if !first {
+                body.push(b',');
+            }
+            first = false;
+            write_item(&mut body, d.id, d.seq, d.text);
+            Ok(())
+        })
+        .map_err(doc_error)?;
+    body.extend_from_slice(b"],\"next\":");
+    match next {
+        Some(t) => body.extend_from_slice(format!("\"{}\"", t.as_str()).as_bytes()),
+        None => body.extend_from_slice(b"null"),
+    }
+    body.push(b'}');
+    Ok(body)
+}
+
+/// One item of a listing or query: `{"id": ..., "version": "hex", "doc": text}`.
+fn write_item(body: &mut Vec<u8>, id: &str, version: u64, doc: &[u8]) {
+    body.extend_from_slice(b"{\"id\":");
+    // A str always serializes (JSON strings hold any UTF-8).
+    let _ = serde_json::to_writer(&mut *body, id);
+    body.extend_from_slice(format!(",\"version\":\"{version:x}\",\"doc\":").as_bytes());
+    body.extend_from_slice(doc);
+    body.push(b'}');
 }
 
 /// An entry of a range iteration.
@@ -546,12 +568,7 @@ pub fn list(env: &Env, coll: &str, q: &ListQuery) -> Result<Vec<u8>, ApiError> {
         if n > 0 {
             body.push(b',');
         }
-        body.extend_from_slice(b"{\"id\":");
-        serde_json::to_writer(&mut body, &String::from_utf8_lossy(k))
-            .map_err(|e| ApiError::internal(e.to_string()))?;
-        body.extend_from_slice(format!(",\"version\":\"{version:x}\",\"doc\":").as_bytes());
-        body.extend_from_slice(doc);
-        body.push(b'}');
+        write_item(&mut body, &String::from_utf8_lossy(k), version, doc);
         last = Some(k.to_vec());
     }
     body.extend_from_slice(b"],\"next\":");

@@ -140,8 +140,23 @@ pub fn paged_ids(
     let mut token = None;
     loop {
         let r = env.read_txn()?;
-        let page = coll.query(&r, index, &q.clone().limit(limit).after(token))?;
+        let page = coll.query(&r, index, &q.clone().limit(limit).after(token.clone()))?;
         assert!(page.docs.len() <= limit);
+        // The unparsed form of the same page (what the server answers with): the same
+        // documents in the same order, bytes that parse to them, the same token.
+        let mut text = Vec::new();
+        let next = coll.query_text(&r, index, &q.clone().limit(limit).after(token), |d| {
+            let body: Value = serde_json::from_slice(d.text).expect("stored JSON text");
+            text.push((d.id.to_string(), d.version, d.seq, body));
+            Ok(())
+        })?;
+        let parsed: Vec<_> = page
+            .docs
+            .iter()
+            .map(|d| (d.id.clone(), d.version, d.seq, d.body.clone()))
+            .collect();
+        assert_eq!(text, parsed, "query_text and query differ");
+        assert_eq!(next, page.next, "query_text and query end differently");
         for d in &page.docs {
             assert_eq!(Some(&d.body), docs.get(&d.id), "document {} differs", d.id);
             out.push(d.id.clone());
