@@ -3,14 +3,32 @@
 //! never acknowledged, the majority elects a new leader and goes on writing; after healing,
 //! every node (the old leader included) holds exactly the acknowledged writes: the old
 //! leader's unreplicated entry is gone everywhere.
+//!
+//! Meanwhile recording clients put and read (linearizable reads) a few contended keys of
+//! database `lin` through whichever node they believe leads, before, during and after the
+//! partition; their history must be linearizable (`cairn_raft::history`). While the old
+//! leader is cut off, a value the majority acknowledges (on a key only this test writes) is absent from its local state: a
+//! linearizable read there must not answer, and the same history with that local read added
+//! as if it were linearizable is rejected by the checker (the check can see a stale read).
 
+use cairn_raft::history::{check, CheckError, History, Kind, Operation, Outcome, Workload};
 use cairn_raft::memnet::MemRouter;
 use cairn_raft::raft::{BasicNode, Config};
 use cairn_raft::{Node, Op};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(20);
+/// Recording clients, the keys they share, and the most operations each performs.
+const CLIENTS: u64 = 3;
+const KEYS: u64 = 3;
+const MAX_OPS: usize = 200;
+/// A client gives up on an operation after this long (its outcome is then unknown).
+const OP_TIMEOUT: Duration = Duration::from_millis(1000);
+/// The checker's step budget per key.
+const BUDGET: u64 = 5_000_000;
 
 fn config() -> Config {
     Config {
@@ -38,6 +56,70 @@ async fn leader_among(nodes: &BTreeMap<u64, Node>, ids: &[u64]) -> u64 {
     }
 }
 
+/// One operation of a recording client on `node`: a put of `put`, or a linearizable read of
+/// `key`; the leader the node named, if it refused.
+async fn perform(node: &Node, key: &str, put: &Option<String>) -> (Outcome, Option<u64>) {
+    let run = async {
+        match put {
+            Some(v) => node
+                .write(vec![Op::put("lin", key, v.as_str())])
+                .await
+                .map(|w| match w.response.error {
+                    None => Outcome::Written,
+                    Some(_) => Outcome::Unknown,
+                }),
+            None => node
+                .read("lin", key.as_bytes())
+                .await
+                .map(|v| Outcome::Read(v.map(|b| String::from_utf8(b).unwrap()))),
+        }
+    };
+    match tokio::time::timeout(OP_TIMEOUT, run).await {
+        Ok(Ok(o)) => (o, None),
+        Ok(Err(e)) => (Outcome::Unknown, e.leader()),
+        Err(_) => (Outcome::Unknown, None),
+    }
+}
+
+/// A recording client: performs its workload through the node it believes leads (the one a
+/// refusal names, else the next one) until `stop` or `MAX_OPS`.
+async fn client(nodes: BTreeMap<u64, Node>, c: u64, history: Arc<History>, stop: Arc<AtomicBool>) {
+    let ids: Vec<u64> = nodes.keys().copied().collect();
+    let mut w = Workload::new(c, KEYS);
+    let mut target = ids[c as usize % ids.len()];
+    for _ in 0..MAX_OPS {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let (key, put) = w.next_op();
+        let mut hint = None;
+        let outcome = history
+            .perform(c, &key, put.clone(), async {
+                let (o, h) = perform(&nodes[&target], &key, &put).await;
+                hint = h;
+                o
+            })
+            .await;
+        if outcome == Outcome::Unknown {
+            target = hint.filter(|h| nodes.contains_key(h)).unwrap_or_else(|| {
+                let i = ids.iter().position(|&i| i == target).unwrap();
+                ids[(i + 1) % ids.len()]
+            });
+        }
+        // Pace the clients so that a few hundred operations span the whole scenario.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Polls until the history holds `n` operations (the clients are making progress).
+async fn recorded(history: &History, n: usize) {
+    let start = Instant::now();
+    while history.operations().len() < n {
+        assert!(start.elapsed() < WAIT, "recording clients stalled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_isolated_leader_loses_its_unacknowledged_write_and_the_majority_goes_on() {
     let dir = tempfile::tempdir().unwrap();
@@ -54,6 +136,26 @@ async fn an_isolated_leader_loses_its_unacknowledged_write_and_the_majority_goes
     let members: BTreeMap<_, _> = (1..=3).map(|id| (id, BasicNode::new(""))).collect();
     nodes[&1].initialize(members).await.unwrap();
     let old = leader_among(&nodes, &[1, 2, 3]).await;
+
+    let history = Arc::new(History::new());
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|c| tokio::spawn(client(nodes.clone(), c, history.clone(), stop.clone())))
+        .collect();
+    recorded(&history, 40).await;
+    // Key `s` (outside the workload's keys) before the partition, through the old leader.
+    let call = history.now();
+    nodes[&old]
+        .write(vec![Op::put("lin", "s", "before")])
+        .await
+        .unwrap();
+    history.record(Operation {
+        client: 99,
+        key: "s".into(),
+        kind: Kind::Put(Some("before".into())),
+        call,
+        ret: Some(history.now()),
+    });
 
     let mut acked = Vec::new();
     for i in 0..50u32 {
@@ -74,6 +176,38 @@ async fn an_isolated_leader_loses_its_unacknowledged_write_and_the_majority_goes
     };
     let new = leader_among(&nodes, &rest).await;
     assert_ne!(new, old);
+    let during = history.operations().len();
+
+    // A value the majority acknowledges is not on the cut-off old leader: its linearizable
+    // read must not answer (it cannot confirm it leads); its local read is stale.
+    let call = history.now();
+    nodes[&new]
+        .write(vec![Op::put("lin", "s", "fresh")])
+        .await
+        .unwrap();
+    let answered = history.now();
+    history.record(Operation {
+        client: 99,
+        key: "s".into(),
+        kind: Kind::Put(Some("fresh".into())),
+        call,
+        ret: Some(answered),
+    });
+    let read = tokio::time::timeout(OP_TIMEOUT, nodes[&old].read("lin", b"s")).await;
+    assert!(
+        !matches!(read, Ok(Ok(_))),
+        "the isolated leader answered a linearizable read: {read:?}"
+    );
+    let call = history.now();
+    let local = nodes[&old].storage().get("lin", b"s").unwrap();
+    let stale_read = Operation {
+        client: 99,
+        key: "s".into(),
+        kind: Kind::Get(local.map(|b| String::from_utf8(b).unwrap())),
+        call,
+        ret: Some(history.now()),
+    };
+    assert_eq!(stale_read.kind, Kind::Get(Some("before".into())));
     for i in 0..50u32 {
         let k = format!("after-{i}");
         nodes[&new]
@@ -83,8 +217,11 @@ async fn an_isolated_leader_loses_its_unacknowledged_write_and_the_majority_goes
         acked.push(k);
     }
 
+    recorded(&history, during + 60).await;
+
     // Heal: the old leader follows the new one and drops its unreplicated entry.
     router.heal();
+    let healed = history.operations().len();
     let last = nodes[&new]
         .write(vec![Op::put("kv", "healed", "1")])
         .await
@@ -104,6 +241,39 @@ async fn an_isolated_leader_loses_its_unacknowledged_write_and_the_majority_goes
         assert_eq!(node.storage().get("kv", b"lost").unwrap(), None);
     }
     assert_eq!(leader_among(&nodes, &[1, 2, 3]).await, new);
+
+    recorded(&history, healed + 60).await;
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.await.unwrap();
+    }
+    let ops = history.operations();
+    let reads = ops
+        .iter()
+        .filter(|o| matches!(o.kind, Kind::Get(_)))
+        .count();
+    assert!(reads >= 20, "{reads} reads recorded");
+    let t = Instant::now();
+    let done = check(&ops, BUDGET).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!(
+        "history: {} operations ({reads} reads, {} puts of unknown outcome), {} during the \
+         partition, {} after healing; linearizable, checked in {:?} ({} steps)",
+        done.ops,
+        done.unknown,
+        healed - during,
+        ops.len() - healed,
+        t.elapsed(),
+        done.steps
+    );
+    let mut with_stale = ops;
+    with_stale.push(stale_read);
+    assert!(
+        matches!(
+            check(&with_stale, BUDGET),
+            Err(CheckError::NotLinearizable { .. })
+        ),
+        "the old leader's stale local read passed the check"
+    );
     // The write proposed to the isolated leader ends in an error, never a success.
     if let Ok(Ok(r)) = tokio::time::timeout(Duration::from_secs(5), lost).await {
         assert!(r.is_err(), "the lost write was acknowledged: {r:?}");
