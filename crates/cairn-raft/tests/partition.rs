@@ -100,7 +100,7 @@ async fn client(nodes: BTreeMap<u64, Node>, c: u64, history: Arc<History>, stop:
                 o
             })
             .await;
-        if outcome == Outcome::Unknown {
+        if matches!(outcome, Outcome::Unknown | Outcome::Refused) {
             target = hint.filter(|h| nodes.contains_key(h)).unwrap_or_else(|| {
                 let i = ids.iter().position(|&i| i == target).unwrap();
                 ids[(i + 1) % ids.len()]
