@@ -76,6 +76,9 @@ async fn perform(node: &Node, key: &str, put: &Option<String>) -> (Outcome, Opti
     };
     match tokio::time::timeout(OP_TIMEOUT, run).await {
         Ok(Ok(o)) => (o, None),
+        // A refusal naming a leader is openraft's `ForwardToLeader`: for a write, given only
+        // before proposing or once the proposal was truncated away, so it was not applied.
+        Ok(Err(e)) if e.leader().is_some() => (Outcome::Refused, e.leader()),
         Ok(Err(e)) => (Outcome::Unknown, e.leader()),
         Err(_) => (Outcome::Unknown, None),
     }

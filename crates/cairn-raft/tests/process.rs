@@ -141,10 +141,17 @@ async fn attempt(addr: &str, key: &str, put: &Option<String>) -> (Outcome, Optio
             let value = v["value"].as_str().map(str::to_string);
             (Outcome::Read(value), None)
         }
-        (421, _) => (
-            Outcome::Unknown,
-            v["leader_addr"].as_str().map(str::to_string),
-        ),
+        (421, _) => {
+            let forward = v["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("has to forward request to"));
+            let outcome = if forward {
+                Outcome::Refused
+            } else {
+                Outcome::Unknown
+            };
+            (outcome, v["leader_addr"].as_str().map(str::to_string))
+        }
         _ => (Outcome::Unknown, None),
     }
 }
