@@ -208,10 +208,23 @@ pub struct Checked {
     pub keys: usize,
     /// Operations.
     pub ops: usize,
+    /// Reads.
+    pub reads: usize,
     /// Operations whose outcome was unknown.
     pub unknown: usize,
     /// Search steps over all keys.
     pub steps: u64,
+}
+
+impl std::fmt::Display for Checked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} operations on {} keys ({} reads, {} puts of unknown outcome): linearizable, \
+             {} search steps",
+            self.ops, self.keys, self.reads, self.unknown, self.steps
+        )
+    }
 }
 
 /// Decides whether `ops` is linearizable as a map of registers that start absent, taking at
@@ -239,6 +252,10 @@ pub fn check(ops: &[Operation], budget: u64) -> Result<Checked, CheckError> {
     let mut done = Checked {
         keys: by_key.len(),
         ops: ops.len(),
+        reads: ops
+            .iter()
+            .filter(|o| matches!(o.kind, Kind::Get(_)))
+            .count(),
         unknown: ops.iter().filter(|o| o.ret.is_none()).count(),
         steps: 0,
     };
@@ -369,6 +386,33 @@ fn search(key: &str, ops: &[&Operation], budget: u64) -> Result<u64, CheckError>
     Ok(steps)
 }
 
+/// xorshift64: a small deterministic generator for workloads and test histories.
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from `seed` (a zero seed is replaced: xorshift needs a non-zero state).
+    pub fn new(seed: u64) -> Rng {
+        Rng(if seed == 0 {
+            0x9E37_79B9_7F4A_7C15
+        } else {
+            seed
+        })
+    }
+
+    /// The next number.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number below `n` (`n` > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+}
+
 /// A deterministic choice of operations for one recording client: puts (of values unique in
 /// the history: `c{client}-{n}`) and reads, in about equal numbers, over `keys` keys, so that
 /// clients contend on every key and reads identify the put they saw.
@@ -376,7 +420,7 @@ pub struct Workload {
     client: u64,
     keys: u64,
     n: u64,
-    rng: u64,
+    rng: Rng,
 }
 
 impl Workload {
@@ -386,25 +430,16 @@ impl Workload {
             client,
             keys: keys.max(1),
             n: 0,
-            // xorshift64 needs a non-zero seed.
-            rng: 0x9E37_79B9_7F4A_7C15
-                ^ (client.wrapping_add(1)).wrapping_mul(0xA24B_AED4_963E_E407),
+            rng: Rng::new(0x9E37_79B9_7F4A_7C15 ^ client.wrapping_mul(0xA24B_AED4_963E_E407)),
         }
-    }
-
-    fn random(&mut self) -> u64 {
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        self.rng
     }
 
     /// The next operation: its key, and the value to put (`None`: a read).
     pub fn next_op(&mut self) -> (String, Option<String>) {
-        let r = self.random();
+        let r = self.rng.next_u64();
         let key = format!("k{}", r % self.keys);
         self.n += 1;
-        let put = (r >> 32) % 2 == 0;
+        let put = (r >> 32).is_multiple_of(2);
         (key, put.then(|| format!("c{}-{}", self.client, self.n)))
     }
 }

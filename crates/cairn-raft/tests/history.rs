@@ -4,7 +4,7 @@
 //! agrees with an exhaustive search on thousands of small random histories, and decides a
 //! history of thousands of operations within its budget.
 
-use cairn_raft::history::{check, CheckError, Kind, Operation, Workload};
+use cairn_raft::history::{check, CheckError, Kind, Operation, Rng, Workload};
 
 const BUDGET: u64 = 10_000_000;
 
@@ -36,13 +36,18 @@ fn linearizable(ops: &[Operation]) -> bool {
     }
 }
 
-#[test]
-fn a_stale_read_is_rejected() {
-    let h = [
+/// A read of a value overwritten before the read began.
+fn stale() -> [Operation; 3] {
+    [
         put("k", "a", 0, Some(10)),
         put("k", "b", 20, Some(30)),
         get("k", Some("a"), 40, 50),
-    ];
+    ]
+}
+
+#[test]
+fn a_stale_read_is_rejected() {
+    let h = stale();
     assert!(!linearizable(&h));
     // The same read overlapping the second put may see either value.
     let h = [
@@ -170,11 +175,7 @@ fn bad_input_and_the_budget_are_typed_errors() {
 
 #[test]
 fn a_violation_report_names_the_key_and_where_the_search_stopped() {
-    let h = [
-        put("k", "a", 0, Some(10)),
-        put("k", "b", 20, Some(30)),
-        get("k", Some("a"), 40, 50),
-    ];
+    let h = stale();
     match check(&h, BUDGET) {
         Err(e @ CheckError::NotLinearizable { .. }) => {
             let text = e.to_string();
@@ -185,21 +186,6 @@ fn a_violation_report_names_the_key_and_where_the_search_stopped() {
             assert_eq!(longest.len(), 2, "{longest:?}");
         }
         other => panic!("{other:?}"),
-    }
-}
-
-/// xorshift64, for reproducible random histories.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }
 
@@ -237,7 +223,7 @@ fn exhaustive(ops: &[Operation]) -> bool {
 
 #[test]
 fn agrees_with_an_exhaustive_search_on_small_random_histories() {
-    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let mut rng = Rng::new(0x2545_F491_4F6C_DD1D);
     let values = ["a", "b", "c"];
     let (mut yes, mut no) = (0, 0);
     for _ in 0..4000 {
@@ -309,7 +295,7 @@ fn simulated(clients: u64, per_client: usize, keys: u64, rng: &mut Rng) -> Vec<O
 
 #[test]
 fn a_long_concurrent_history_is_decided_within_the_budget() {
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     let ops = simulated(8, 400, 4, &mut rng);
     let done = check(&ops, BUDGET).expect("a register's own history");
     assert_eq!(done.ops, 3200);

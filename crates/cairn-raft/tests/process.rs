@@ -14,7 +14,7 @@
 //! Every wait polls with a generous deadline (the machine may be loaded).
 
 use cairn_raft::cluster::Client;
-use cairn_raft::history::{check, History, Kind, Outcome, Workload};
+use cairn_raft::history::{check, History, Outcome, Workload};
 use cairn_raft::net::request;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -296,23 +296,15 @@ async fn processes_survive_a_killed_leader_and_rebuild_a_follower_by_snapshot() 
         l.await.unwrap();
     }
     let ops = history.operations();
-    let reads = ops
-        .iter()
-        .filter(|o| matches!(o.kind, Kind::Get(_)))
-        .count();
     let after = ops.iter().filter(|o| o.call > killed_at).count();
     let started = Instant::now();
     let done = check(&ops, 5_000_000).unwrap_or_else(|e| panic!("{e}"));
+    assert!(done.reads >= 20, "{} reads recorded", done.reads);
     eprintln!(
-        "{:?}: history of {} operations ({reads} linearizable reads, {} puts of unknown \
-         outcome, {after} invoked after the kill): linearizable, checked in {:?} ({} steps)",
+        "{:?}: history: {done} (checked in {:?}); {after} invoked after the kill",
         t.elapsed(),
-        done.ops,
-        done.unknown,
-        started.elapsed(),
-        done.steps
+        started.elapsed()
     );
-    assert!(reads >= 20, "{reads} reads recorded");
     eprintln!(
         "{:?}: {} writes acknowledged, {} client calls gave up",
         t.elapsed(),
