@@ -28,6 +28,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod cluster;
+pub mod ext;
 pub mod history;
 mod log;
 pub mod memnet;

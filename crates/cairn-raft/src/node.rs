@@ -6,6 +6,7 @@
 //! acknowledged before the read began, on any node that answers it (a node that is not the
 //! leader refuses, naming the leader it knows).
 
+use crate::ext::Extension;
 use crate::raft::{Config, Node as Member, NodeId, Raft, RaftMetrics, TypeConfig};
 use crate::types::{Op, Request, Response};
 use crate::{Error, Storage};
@@ -47,8 +48,23 @@ impl Node {
         config: Config,
         network: N,
     ) -> Result<Node, Error> {
+        Node::start_with(id, dir, config, network, None).await
+    }
+
+    /// [`Node::start`], with the state machine's extension (src/ext.rs) if `extension`.
+    pub async fn start_with<N: RaftNetworkFactory<TypeConfig>>(
+        id: NodeId,
+        dir: &Path,
+        config: Config,
+        network: N,
+        extension: Option<Arc<dyn Extension>>,
+    ) -> Result<Node, Error> {
         let config = Arc::new(config.validate().map_err(any)?);
         let storage = Storage::open(dir)?;
+        if let Some(x) = extension {
+            // A fresh Storage: the cell is empty.
+            let _ = storage.shared.extension.set(x);
+        }
         let raft = Raft::new(
             id,
             config,
@@ -81,11 +97,16 @@ impl Node {
     /// the one it knows). A batch refused before proposing (a reserved database) has no
     /// index.
     pub async fn write(&self, ops: Vec<Op>) -> Result<Written, Error> {
-        let req = Request::Write(ops);
+        self.propose(Request::Write(ops)).await
+    }
+
+    /// Replicates and applies any request (a write batch, an extension entry), as
+    /// [`Node::write`] does.
+    pub async fn propose(&self, req: Request) -> Result<Written, Error> {
         if let Err(why) = req.check() {
             return Ok(Written {
                 index: None,
-                response: Response { error: Some(why) },
+                response: Response::refused(why),
             });
         }
         match self.raft.client_write(req).await {

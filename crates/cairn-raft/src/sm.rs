@@ -12,6 +12,7 @@
 //!   request and on limits every replica shares. Any other Cairn error is a storage error,
 //!   which stops the node (openraft treats state-machine errors as fatal).
 
+use crate::ext::Extension;
 use crate::raft::storage::{EntryPayload, OptionalSend, RaftStateMachine, StorageIOError};
 use crate::raft::TypeConfig;
 use crate::raft::{Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership};
@@ -52,11 +53,14 @@ fn is_refusal(e: &cairn::Error) -> bool {
 
 /// Applies one client batch in a nested transaction of `w`, so a refusal part-way leaves
 /// nothing of it.
-fn apply_request(w: &mut RwTxn<'_>, req: &Request) -> Res<Response> {
+fn apply_request(w: &mut RwTxn<'_>, req: &Request, ext: Option<&dyn Extension>) -> Res<Response> {
     if let Err(why) = req.check() {
-        return Ok(Response { error: Some(why) });
+        return Ok(Response::refused(why));
     }
-    let Request::Write(ops) = req;
+    let ops = match req {
+        Request::Write(ops) => ops,
+        Request::Ext { name, payload } => return apply_ext(w, name, payload, ext),
+    };
     let mut n = w.nested().map_err(err)?;
     let mut run = || -> cairn::Result<()> {
         for op in ops {
@@ -84,16 +88,44 @@ fn apply_request(w: &mut RwTxn<'_>, req: &Request) -> Res<Response> {
         }
         Err(e) if is_refusal(&e) => {
             n.abort();
-            Ok(Response {
-                error: Some(e.to_string()),
-            })
+            Ok(Response::refused(e.to_string()))
         }
         Err(e) => Err(err(e)),
     }
 }
 
+/// Applies an extension entry in a nested transaction of `w` (src/ext.rs's contract); an
+/// entry for an extension this node lacks is a storage error.
+fn apply_ext(
+    w: &mut RwTxn<'_>,
+    name: &str,
+    payload: &[u8],
+    ext: Option<&dyn Extension>,
+) -> Res<Response> {
+    let ext = ext.filter(|x| x.name() == name).ok_or_else(|| {
+        msg(format!(
+            "an entry for extension {name:?}, which this node lacks"
+        ))
+    })?;
+    let mut n = w.nested().map_err(err)?;
+    match ext.apply(&mut n, payload).map_err(err)? {
+        Ok(data) => {
+            n.commit().map_err(err)?;
+            Ok(Response { error: None, data })
+        }
+        Err(why) => {
+            n.abort();
+            Ok(Response::refused(why))
+        }
+    }
+}
+
 /// Applies `entries` in one durable transaction (see the module's invariants).
-pub(crate) fn apply_entries(env: &cairn::Env, entries: &[Entry]) -> Res<Vec<Response>> {
+pub(crate) fn apply_entries(
+    env: &cairn::Env,
+    entries: &[Entry],
+    ext: Option<&dyn Extension>,
+) -> Res<Vec<Response>> {
     let mut w = env.write_txn().map_err(err)?;
     let sm = db(&mut w, SM_DB).map_err(err)?;
     let mut out = Vec::with_capacity(entries.len());
@@ -101,7 +133,7 @@ pub(crate) fn apply_entries(env: &cairn::Env, entries: &[Entry]) -> Res<Vec<Resp
     for e in entries {
         match &e.payload {
             EntryPayload::Blank => out.push(Response::default()),
-            EntryPayload::Normal(req) => out.push(apply_request(&mut w, req)?),
+            EntryPayload::Normal(req) => out.push(apply_request(&mut w, req, ext)?),
             EntryPayload::Membership(m) => {
                 membership = Some(StoredMembership::new(Some(e.log_id), m.clone()));
                 out.push(Response::default());
@@ -144,7 +176,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let entries: Vec<Entry> = entries.into_iter().collect();
         self.shared
             .blocking(move |s| {
-                s.with_env(|env| apply_entries(env, &entries))
+                let ext = s.extension.get().map(|x| &**x);
+                s.with_env(|env| apply_entries(env, &entries, ext))
                     .map_err(|e| StorageIOError::write_state_machine(e).into())
             })
             .await

@@ -52,13 +52,22 @@ impl Op {
 pub enum Request {
     /// Puts and deletes, applied in order.
     Write(Vec<Op>),
+    /// An entry for the extension named `name` (src/ext.rs), applied by it.
+    Ext {
+        /// The extension's name.
+        name: String,
+        /// What the extension decodes.
+        payload: Vec<u8>,
+    },
 }
 
 impl Request {
     /// Why this request must be refused, checked by the client side before proposing and by
     /// apply again (so that a request built by other means is refused alike everywhere).
     pub fn check(&self) -> Result<(), String> {
-        let Request::Write(ops) = self;
+        let Request::Write(ops) = self else {
+            return Ok(());
+        };
         for op in ops {
             if op.db.is_empty() {
                 return Err("an empty database name".to_string());
@@ -81,6 +90,8 @@ pub struct Response {
     /// refusal is deterministic, so every replica refused it). Blank and membership entries
     /// answer `None`.
     pub error: Option<String>,
+    /// An applied extension entry's answer (empty for anything else).
+    pub data: Vec<u8>,
 }
 
 /// Encodes a stored value.
@@ -91,4 +102,14 @@ pub(crate) fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, String> {
 /// Decodes a stored value.
 pub(crate) fn decode<T: DeserializeOwned>(b: &[u8]) -> Result<T, String> {
     postcard::from_bytes(b).map_err(|e| format!("decoding: {e}"))
+}
+
+impl Response {
+    /// The answer of a refused entry.
+    pub(crate) fn refused(why: String) -> Response {
+        Response {
+            error: Some(why),
+            data: Vec::new(),
+        }
+    }
 }

@@ -12,13 +12,13 @@
 //! as if it were linearizable is rejected by the checker (the check can see a stale read).
 
 use cairn_raft::history::{check, CheckError, History, Kind, Operation, Outcome, Workload};
-use cairn_raft::memnet::MemRouter;
-use cairn_raft::raft::{BasicNode, Config};
 use cairn_raft::{Node, Op};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+mod support;
 
 const WAIT: Duration = Duration::from_secs(20);
 /// Recording clients, the keys they share, and the most operations each performs.
@@ -29,15 +29,6 @@ const MAX_OPS: usize = 200;
 const OP_TIMEOUT: Duration = Duration::from_millis(1000);
 /// The checker's step budget per key.
 const BUDGET: u64 = 5_000_000;
-
-fn config() -> Config {
-    Config {
-        heartbeat_interval: 50,
-        election_timeout_min: 300,
-        election_timeout_max: 600,
-        ..Default::default()
-    }
-}
 
 async fn leader_among(nodes: &BTreeMap<u64, Node>, ids: &[u64]) -> u64 {
     let start = Instant::now();
@@ -126,18 +117,7 @@ async fn recorded(history: &History, n: usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_isolated_leader_loses_its_unacknowledged_write_and_the_majority_goes_on() {
     let dir = tempfile::tempdir().unwrap();
-    let router = MemRouter::default();
-    let mut nodes = BTreeMap::new();
-    for id in 1..=3u64 {
-        let path = dir.path().join(format!("n{id}"));
-        let node = Node::start(id, &path, config(), router.for_node(id))
-            .await
-            .unwrap();
-        router.add(id, node.raft().clone());
-        nodes.insert(id, node);
-    }
-    let members: BTreeMap<_, _> = (1..=3).map(|id| (id, BasicNode::new(""))).collect();
-    nodes[&1].initialize(members).await.unwrap();
+    let (router, nodes) = support::start(dir.path(), &[1, 2, 3], || None).await;
     let old = leader_among(&nodes, &[1, 2, 3]).await;
 
     let history = Arc::new(History::new());
