@@ -13,9 +13,9 @@
 
 use cairn_raft::history::{check, CheckError, History, Kind, Operation, Outcome, Workload};
 use cairn_raft::{Node, Op};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod support;
@@ -47,17 +47,28 @@ async fn leader_among(nodes: &BTreeMap<u64, Node>, ids: &[u64]) -> u64 {
     }
 }
 
+/// The log index of each acknowledged put, by its (unique) value.
+type Indexes = Mutex<HashMap<String, u64>>;
+
 /// One operation of a recording client on `node`: a put of `put`, or a linearizable read of
 /// `key`; the leader the node named, if it refused.
-async fn perform(node: &Node, key: &str, put: &Option<String>) -> (Outcome, Option<u64>) {
+async fn perform(
+    node: &Node,
+    key: &str,
+    put: &Option<String>,
+    indexes: &Indexes,
+) -> (Outcome, Option<u64>) {
     let run = async {
         match put {
             Some(v) => node
                 .write(vec![Op::put("lin", key, v.as_str())])
                 .await
-                .map(|w| match w.response.error {
-                    None => Outcome::Written,
-                    Some(_) => Outcome::Unknown,
+                .map(|w| match (w.response.error, w.index) {
+                    (None, Some(i)) => {
+                        indexes.lock().unwrap().insert(v.clone(), i);
+                        Outcome::Written
+                    }
+                    _ => Outcome::Unknown,
                 }),
             None => node
                 .read("lin", key.as_bytes())
@@ -77,7 +88,13 @@ async fn perform(node: &Node, key: &str, put: &Option<String>) -> (Outcome, Opti
 
 /// A recording client: performs its workload through the node it believes leads (the one a
 /// refusal names, else the next one) until `stop` or `MAX_OPS`.
-async fn client(nodes: BTreeMap<u64, Node>, c: u64, history: Arc<History>, stop: Arc<AtomicBool>) {
+async fn client(
+    nodes: BTreeMap<u64, Node>,
+    c: u64,
+    history: Arc<History>,
+    stop: Arc<AtomicBool>,
+    indexes: Arc<Indexes>,
+) {
     let ids: Vec<u64> = nodes.keys().copied().collect();
     let mut w = Workload::new(c, KEYS);
     let mut target = ids[c as usize % ids.len()];
@@ -89,7 +106,7 @@ async fn client(nodes: BTreeMap<u64, Node>, c: u64, history: Arc<History>, stop:
         let mut hint = None;
         let outcome = history
             .perform(c, &key, put.clone(), async {
-                let (o, h) = perform(&nodes[&target], &key, &put).await;
+                let (o, h) = perform(&nodes[&target], &key, &put, &indexes).await;
                 hint = h;
                 o
             })
@@ -103,6 +120,69 @@ async fn client(nodes: BTreeMap<u64, Node>, c: u64, history: Arc<History>, stop:
         // Pace the clients so that a few hundred operations span the whole scenario.
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// A local reader of `node`: reads every workload key from the node's applied state, round
+/// after round, until `stop` (at most `MAX_OPS` rounds); returns what it saw, in order.
+async fn local_reader(node: Node, stop: Arc<AtomicBool>) -> Vec<(String, Option<String>)> {
+    let mut seen = Vec::new();
+    for _ in 0..MAX_OPS {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        for k in 0..KEYS {
+            let key = format!("k{k}");
+            let v = node.storage().get("lin", key.as_bytes()).unwrap();
+            seen.push((key, v.map(|b| String::from_utf8(b).unwrap())));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    seen
+}
+
+/// docs/replication.md's promise for local reads: a node shows only values some put wrote,
+/// and, key by key, never goes back to an older acknowledged write (its applied index only
+/// grows). A value whose put was not acknowledged has no known index and is not ordered.
+/// Returns how many reads were ordered against an acknowledged write.
+fn check_local_reads(
+    id: u64,
+    seen: &[(String, Option<String>)],
+    ops: &[Operation],
+    indexes: &Indexes,
+) -> usize {
+    let written: HashSet<&str> = ops
+        .iter()
+        .filter_map(|o| match &o.kind {
+            Kind::Put(v) => v.as_deref(),
+            Kind::Get(_) => None,
+        })
+        .collect();
+    let indexes = indexes.lock().unwrap();
+    let mut last: HashMap<&str, u64> = HashMap::new();
+    let mut ordered = 0;
+    for (key, v) in seen {
+        let index = match v {
+            None => 0,
+            Some(v) => {
+                assert!(
+                    written.contains(v.as_str()),
+                    "node {id}: {key} = {v}, never written"
+                );
+                match indexes.get(v) {
+                    Some(&i) => i,
+                    None => continue,
+                }
+            }
+        };
+        let prev = last.entry(key).or_insert(0);
+        assert!(
+            index >= *prev,
+            "node {id}: {key} went back from index {prev} to {index}"
+        );
+        *prev = index;
+        ordered += usize::from(index > 0);
+    }
+    ordered
 }
 
 /// Polls until the history holds `n` operations (the clients are making progress).
@@ -122,8 +202,16 @@ async fn an_isolated_leader_loses_its_unacknowledged_write_and_the_majority_goes
 
     let history = Arc::new(History::new());
     let stop = Arc::new(AtomicBool::new(false));
+    let indexes = Arc::new(Indexes::default());
     let clients: Vec<_> = (0..CLIENTS)
-        .map(|c| tokio::spawn(client(nodes.clone(), c, history.clone(), stop.clone())))
+        .map(|c| {
+            let (h, s, i) = (history.clone(), stop.clone(), indexes.clone());
+            tokio::spawn(client(nodes.clone(), c, h, s, i))
+        })
+        .collect();
+    let readers: Vec<_> = nodes
+        .values()
+        .map(|n| (n.id, tokio::spawn(local_reader(n.clone(), stop.clone()))))
         .collect();
     recorded(&history, 40).await;
     // Key `s` (outside the workload's keys) before the partition, through the old leader.
@@ -231,6 +319,18 @@ async fn an_isolated_leader_loses_its_unacknowledged_write_and_the_majority_goes
         c.await.unwrap();
     }
     let ops = history.operations();
+    for (id, r) in readers {
+        let seen = r.await.unwrap();
+        let ordered = check_local_reads(id, &seen, &ops, &indexes);
+        assert!(
+            ordered >= 20,
+            "node {id}: {ordered} local reads of acknowledged writes"
+        );
+        eprintln!(
+            "node {id}: {} local reads ({ordered} of acknowledged writes), monotonic per key",
+            seen.len()
+        );
+    }
     let t = Instant::now();
     let done = check(&ops, BUDGET).unwrap_or_else(|e| panic!("{e}"));
     assert!(done.reads >= 20, "{} reads recorded", done.reads);
