@@ -6,10 +6,13 @@
 //!
 //! Meanwhile recording clients put and read (linearizable reads) a few contended keys of
 //! database `lin` through whichever node they believe leads, before, during and after the
-//! partition; their history must be linearizable (`cairn_raft::history`). While the old
-//! leader is cut off, a value the majority acknowledges (on a key only this test writes) is absent from its local state: a
-//! linearizable read there must not answer, and the same history with that local read added
-//! as if it were linearizable is rejected by the checker (the check can see a stale read).
+//! partition, and one reader stays on the first leader throughout; their history must be
+//! linearizable (`cairn_raft::history`; with the read index taken out of `Node::read`, the
+//! pinned reader's stale answers fail this check). While the old leader is cut off, a value
+//! the majority acknowledges (on a key only this test writes) is absent from its local state:
+//! a linearizable read there must not answer, and the same history with that local read added
+//! as if it were linearizable is rejected by the checker. Local readers on every node check
+//! the weaker promise of local reads (only written values, never going back).
 
 use cairn_raft::history::{check, CheckError, History, Kind, Operation, Outcome, Workload};
 use cairn_raft::{Node, Op};
@@ -122,6 +125,27 @@ async fn client(
     }
 }
 
+/// A reader pinned to `node` (the first leader): linearizable reads only, recorded in the
+/// history, before, during and after the partition. While the node is cut off its reads must
+/// not answer (they would be stale once the majority writes); once it follows, it refuses.
+async fn pinned_reader(node: Node, c: u64, history: Arc<History>, stop: Arc<AtomicBool>) {
+    let mut w = Workload::new(c, KEYS);
+    for _ in 0..MAX_OPS {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let (key, _) = w.next_op();
+        let read = async {
+            match tokio::time::timeout(OP_TIMEOUT, node.read("lin", key.as_bytes())).await {
+                Ok(Ok(v)) => Outcome::Read(v.map(|b| String::from_utf8(b).unwrap())),
+                _ => Outcome::Unknown,
+            }
+        };
+        history.perform(c, &key, None, read).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// A local reader of `node`: reads every workload key from the node's applied state, round
 /// after round, until `stop` (at most `MAX_OPS` rounds); returns what it saw, in order.
 async fn local_reader(node: Node, stop: Arc<AtomicBool>) -> Vec<(String, Option<String>)> {
@@ -209,6 +233,12 @@ async fn an_isolated_leader_loses_its_unacknowledged_write_and_the_majority_goes
             tokio::spawn(client(nodes.clone(), c, h, s, i))
         })
         .collect();
+    let pinned = tokio::spawn(pinned_reader(
+        nodes[&old].clone(),
+        CLIENTS,
+        history.clone(),
+        stop.clone(),
+    ));
     let readers: Vec<_> = nodes
         .values()
         .map(|n| (n.id, tokio::spawn(local_reader(n.clone(), stop.clone()))))
@@ -315,7 +345,7 @@ async fn an_isolated_leader_loses_its_unacknowledged_write_and_the_majority_goes
 
     recorded(&history, healed + 60).await;
     stop.store(true, Ordering::Relaxed);
-    for c in clients {
+    for c in clients.into_iter().chain([pinned]) {
         c.await.unwrap();
     }
     let ops = history.operations();
