@@ -114,7 +114,7 @@ bench-py: py-venv
 
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy -p cairn -p cairn-cli -p cairn-lmdb -p cairn-py -p cairn-capi -p cairn-doc -p cairn-raft -p cairn-server -p cairn-bench-serve-pg --all-targets -- -D warnings
+	$(CARGO) clippy -p cairn -p cairn-cli -p cairn-lmdb -p cairn-py -p cairn-capi -p cairn-doc -p cairn-raft -p cairn-server -p cairn-bench-serve-pg -p cairn-bench-replication --all-targets -- -D warnings
 
 bench:
 	bench/run.sh quick
@@ -132,6 +132,21 @@ GROUP_REPEAT ?= 1
 bench-group:
 	CAIRN_BENCH_NO_CAPI=1 bench/run.sh quick --suites group --group-secs $(GROUP_SECS) \
 	  --group-threads $(GROUP_THREADS) --repeat $(GROUP_REPEAT) --out docs/bench/group
+
+# Logged commits (Durability::Logged, docs/design.md "Logged commits") against Cairn's durable
+# commits, RocksDB's synced WAL and LMDB's durable mode, in one run: the durable db_bench rows
+# (docs/bench/logged/dbbench) and the group suite (docs/bench/logged/group), LOGGED_REPEAT runs
+# each (median). docs/bench/logged/README.md says how to read them.
+LOGGED_REPEAT ?= 3
+LOGGED_CONFIGS := cairn-durable,cairn-logged,rocksdb-sync,lmdb-durable
+LOGGED_GROUP_CONFIGS := cairn-durable,cairn-logged,cairn-grouped,cairn-logged-grouped,rocksdb-sync
+.PHONY: bench-logged
+bench-logged:
+	CAIRN_BENCH_NO_CAPI=1 bench/run.sh quick --suites dbbench --configs $(LOGGED_CONFIGS) \
+	  --repeat $(LOGGED_REPEAT) --out docs/bench/logged/dbbench
+	CAIRN_BENCH_NO_CAPI=1 bench/run.sh quick --suites group --configs $(LOGGED_GROUP_CONFIGS) \
+	  --group-secs $(GROUP_SECS) --group-threads 1,16,64 --repeat $(LOGGED_REPEAT) \
+	  --out docs/bench/logged/group
 
 torture:
 	CAIRN_CRASHES=$${CAIRN_CRASHES:-100000} $(CARGO) test -p cairn --release --test crash -- --nocapture
@@ -172,7 +187,7 @@ asan:
 # runs each target for FUZZ_SECONDS. A crash lands in fuzz/artifacts/<target>/: copy it into
 # fuzz/regressions/<target>/ so `make test` replays it for good.
 FUZZ_SECONDS ?= 300
-FUZZ_TARGETS ?= open_walk decode_pages ops_model lmdb_reader server_decode
+FUZZ_TARGETS ?= open_walk replay_log decode_pages ops_model lmdb_reader server_decode
 fuzz:
 	@rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked

@@ -59,6 +59,7 @@ fn name(run: &RunRecord) -> String {
 fn column(run: &RunRecord) -> &str {
     match run.config.as_str() {
         GROUPED => "Cairn grouped",
+        "cairn-logged-grouped" => "Cairn logged, grouped",
         PLAIN => "Cairn plain",
         _ => &run.column,
     }

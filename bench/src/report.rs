@@ -86,7 +86,8 @@ impl Row<'_> {
         self.cells[column].map(|f| f.value)
     }
 
-    /// The best peer (every column but Cairn's) and its value.
+    /// The best peer (every column but Cairn's own: "Cairn" and its other modes, such as
+    /// "Cairn (logged)") and its value.
     pub fn best_peer(&self) -> Option<(usize, f64)> {
         let better = |a: f64, b: f64| {
             if self.unit.higher_is_better() {
@@ -96,7 +97,10 @@ impl Row<'_> {
             }
         };
         let mut best: Option<(usize, f64)> = None;
-        for (i, _) in COLUMNS.iter().enumerate().skip(1) {
+        for (i, col) in COLUMNS.iter().enumerate().skip(1) {
+            if col.starts_with("Cairn") {
+                continue;
+            }
             if let Some(v) = self.value(i) {
                 if best.is_none_or(|(_, b)| better(v, b)) {
                     best = Some((i, v));

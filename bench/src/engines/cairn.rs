@@ -19,12 +19,7 @@ pub struct Cairn {
 impl Cairn {
     /// `dups`: the main database's value layout (DbFlags::DUP_SORT, with DUP_FIXED and
     /// INTEGER_DUP for `Dups::Fixed`).
-    pub fn open(dir: &Path, lazy: bool, dups: Dups) -> Result<Cairn> {
-        let durability = if lazy {
-            Durability::Lazy
-        } else {
-            Durability::Durable
-        };
+    pub fn open(dir: &Path, durability: Durability, dups: Dups) -> Result<Cairn> {
         let env = Env::options().durability(durability).open(dir)?;
         let db = env.main_db();
         let flags = match dups {

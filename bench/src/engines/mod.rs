@@ -187,6 +187,14 @@ pub const CONFIGS: &[Config] = &[
     ),
     cfg("cairn-lazy", "cairn", "Cairn", NoFlush, "Durability::Lazy (no flush per commit)"),
     cfg(
+        "cairn-logged",
+        "cairn",
+        "Cairn (logged)",
+        Durable,
+        "Durability::Logged: each commit flushes a record of its puts and deletes to \
+         data.cairn-log; pages flushed once a second (EnvOptions::sync_every default)",
+    ),
+    cfg(
         "cairn-grouped",
         "cairn",
         // The same report column as cairn-durable: the configuration runs only in the group
@@ -196,6 +204,14 @@ pub const CONFIGS: &[Config] = &[
         "group suite only: Durability::Durable; each put through Env::write_grouped (a nested \
          transaction in a write transaction shared with other threads' grouped writes, one \
          flush per group); EnvOptions::group_max_writes and group_max_time at their defaults",
+    ),
+    cfg(
+        "cairn-logged-grouped",
+        "cairn",
+        "Cairn (logged)",
+        Durable,
+        "group suite only: Durability::Logged; each put through Env::write_grouped (one log \
+         record and one log flush per group)",
     ),
     cfg(
         "lmdb-durable",
@@ -277,6 +293,7 @@ pub const CONFIGS: &[Config] = &[
 /// The report's columns, in order.
 pub const COLUMNS: &[&str] = &[
     "Cairn",
+    "Cairn (logged)",
     "LMDB",
     "LMDB (writemap)",
     "libmdbx",
@@ -320,7 +337,7 @@ pub fn in_group_suite(cfg: &Config) -> bool {
 
 /// Configurations that exist only for the group suite (the other suites would measure the
 /// same thing as the configuration they differ from).
-pub const GROUP_ONLY: &[&str] = &["cairn-grouped"];
+pub const GROUP_ONLY: &[&str] = &["cairn-grouped", "cairn-logged-grouped"];
 
 /// Opens (creating) the database of configuration `cfg` in the directory `dir`.
 pub fn open(cfg: &Config, dir: &Path) -> Result<Box<dyn Engine>> {
@@ -345,14 +362,20 @@ pub fn open_dupfixed(cfg: &Config, dir: &Path) -> Result<Box<dyn Engine>> {
 }
 
 fn open_with(cfg: &Config, dir: &Path, dups: Dups) -> Result<Box<dyn Engine>> {
+    #[cfg(feature = "cairn")]
+    use ::cairn::Durability as D;
     std::fs::create_dir_all(dir)?;
     Ok(match cfg.id {
         #[cfg(feature = "cairn")]
-        "cairn-durable" => Box::new(cairn::Cairn::open(dir, false, dups)?),
+        "cairn-durable" => Box::new(cairn::Cairn::open(dir, D::Durable, dups)?),
         #[cfg(feature = "cairn")]
-        "cairn-lazy" => Box::new(cairn::Cairn::open(dir, true, dups)?),
+        "cairn-lazy" => Box::new(cairn::Cairn::open(dir, D::Lazy, dups)?),
         #[cfg(feature = "cairn")]
-        "cairn-grouped" => Box::new(cairn::Cairn::open(dir, false, dups)?.grouped()),
+        "cairn-logged" => Box::new(cairn::Cairn::open(dir, D::Logged, dups)?),
+        #[cfg(feature = "cairn")]
+        "cairn-grouped" => Box::new(cairn::Cairn::open(dir, D::Durable, dups)?.grouped()),
+        #[cfg(feature = "cairn")]
+        "cairn-logged-grouped" => Box::new(cairn::Cairn::open(dir, D::Logged, dups)?.grouped()),
         "lmdb-durable" => Box::new(lmdb::Lmdb::open(dir, lmdb::Mode::Durable, dups)?),
         "lmdb-nosync" => Box::new(lmdb::Lmdb::open(dir, lmdb::Mode::NoSync, dups)?),
         "lmdb-writemap" => Box::new(lmdb::Lmdb::open(dir, lmdb::Mode::WriteMap, dups)?),

@@ -282,6 +282,10 @@ fn durability(flags: c_uint) -> (Durability, Option<u64>) {
     } else if flags & crate::MDB_NOMETASYNC != 0 {
         // A flush every 64 MiB written (EnvOptions::sync_every_bytes).
         (Durability::Lazy, Some(64 << 20))
+    } else if std::env::var("CAIRN_LOGGED").is_ok_and(|v| v == "1") {
+        // Cairn's own switch, for programs that cannot pass it (docs/capi.md): durable
+        // commits through the commit log (Durability::Logged).
+        (Durability::Logged, None)
     } else {
         (Durability::Durable, None)
     }

@@ -227,6 +227,11 @@ pub struct ServeArgs {
     /// take about the last second of them (never the file's consistency).
     #[arg(long)]
     pub lazy: bool,
+    /// Logged durability: writes are durable when answered, made so by a record of their
+    /// changes appended to the commit log and flushed, not by flushing their pages
+    /// (docs/design.md, "Logged commits").
+    #[arg(long, conflicts_with = "lazy")]
+    pub logged: bool,
     /// Requests served at once; a burst beyond gets 503.
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub max_in_flight: usize,

@@ -221,7 +221,7 @@ impl Environment {
     #[pyo3(signature = (path, map_size=None, subdir=true, readonly=false, metasync=true,
         sync=true, map_async=false, mode=0o755, create=true, readahead=true, writemap=false,
         meminit=true, max_readers=126, max_dbs=0, max_spare_txns=1, lock=true,
-        group_max_writes=None, group_max_time=None, migrate_lmdb=false))]
+        group_max_writes=None, group_max_time=None, migrate_lmdb=false, logged=false))]
     #[allow(clippy::too_many_arguments, reason = "py-lmdb's signature")]
     fn new(
         py: Python<'_>,
@@ -244,6 +244,7 @@ impl Environment {
         group_max_writes: Option<usize>,
         group_max_time: Option<f64>,
         migrate_lmdb: bool,
+        logged: bool,
     ) -> PyResult<Environment> {
         // Cairn's group commit (write_grouped): the most calls one commit carries, and how
         // long (seconds) a group keeps taking calls that queue while it runs. Checked before
@@ -324,10 +325,12 @@ impl Environment {
             // Cairn's keyword (not py-lmdb's): an LMDB environment at `path` is converted in
             // place first (as CAIRN_MIGRATE_ON_OPEN=1 asks too), instead of InvalidError.
             .migrate_lmdb(migrate_lmdb)
-            .durability(if sync && metasync {
-                Durability::Durable
-            } else {
-                Durability::Lazy
+            // Cairn's keyword: durable commits through the commit log (Durability::Logged)
+            // instead of flushing their pages; sync=False still means lazy.
+            .durability(match (sync && metasync, logged) {
+                (true, true) => Durability::Logged,
+                (true, false) => Durability::Durable,
+                (false, _) => Durability::Lazy,
             });
         if let Some(n) = group_max_writes {
             opts = opts.group_max_writes(n);

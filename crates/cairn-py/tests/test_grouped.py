@@ -28,13 +28,15 @@ def test_returns_value_and_commits(tmp_path):
     env.close()
 
 
-@pytest.mark.parametrize("sync", [True, False], ids=["durable", "lazy"])
-def test_many_threads_against_a_model(tmp_path, sync):
+@pytest.mark.parametrize(
+    "kw", [{}, {"sync": False}, {"logged": True}], ids=["durable", "lazy", "logged"]
+)
+def test_many_threads_against_a_model(tmp_path, kw):
     """16 threads, each calling write_grouped 40 times; some callables raise, after having
     written. After a reopen every acknowledged call's keys are there, no failed call's key is,
     and no call is half there."""
     path = str(tmp_path / "db")
-    env = reopen(path, sync=sync)
+    env = reopen(path, **kw)
     threads, calls, keys_per_call = 16, 40, 3
     acked = [[] for _ in range(threads)]
     failed = [[] for _ in range(threads)]
@@ -404,4 +406,19 @@ def test_group_limits(tmp_path):
     per_txn = {i: ids.count(i) for i in ids}
     assert max(per_txn.values()) <= 2, per_txn
     assert env.stat()["entries"] == 9
+    env.close()
+
+
+def test_logged_environment_writes_its_log(tmp_path):
+    """logged=True: commits go to data.mdb-log (flushed there), and what they wrote is
+    there after a reopen in either mode."""
+    path = str(tmp_path / "db")
+    env = reopen(path, logged=True)
+    for i in range(50):
+        with env.begin(write=True) as txn:
+            txn.put(b"k%03d" % i, b"v")
+    assert (tmp_path / "db" / "data.mdb-log").exists()
+    env.close()
+    env = reopen(path)
+    assert env.stat()["entries"] == 50
     env.close()

@@ -29,6 +29,7 @@
 
 pub mod cluster;
 pub mod ext;
+mod group;
 pub mod history;
 mod log;
 pub mod memnet;

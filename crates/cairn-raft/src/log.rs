@@ -6,15 +6,17 @@
 //!   index order): appends extend it at the end, `truncate` cuts an end, `purge` a start.
 //! - `raft.meta/purged` is the last purged log id, written in the transaction that deletes the
 //!   entries, so the log's lower bound survives an empty log and a crash.
-//! - Every write is one durable Cairn commit, finished before the call returns (and, for an
-//!   append, before openraft's flush callback fires); Cairn's single writer serializes them.
+//! - Every write but `save_committed` is one durable Cairn commit (`commit_durable`: commit,
+//!   then flush), finished before the call returns (and, for an append, before openraft's
+//!   flush callback fires); Cairn's single writer serializes them. `save_committed` commits
+//!   without a flush: the value is advisory (store.rs, `env_options`).
 
 use crate::raft::storage::{
     ErrorSubject, ErrorVerb, LogFlushed, OptionalSend, RaftLogReader, RaftLogStorage,
     StorageIOError,
 };
 use crate::raft::{Entry, LogId, LogState, StorageError, TypeConfig, Vote};
-use crate::store::{db, err, Res, Shared, LOG_DB, META_DB};
+use crate::store::{commit_durable, db, err, Res, Shared, LOG_DB, META_DB};
 use crate::types::{decode, encode};
 use cairn::{Env, PutFlags};
 use std::fmt::Debug;
@@ -55,12 +57,17 @@ fn read_meta<T: serde::de::DeserializeOwned>(env: &Env, name: &[u8]) -> Res<Opti
     }
 }
 
-fn write_meta<T: serde::Serialize>(env: &Env, name: &[u8], v: &T) -> Res<()> {
+/// Writes `raft.meta/name`; flushed before returning when `durable`.
+fn write_meta<T: serde::Serialize>(env: &Env, name: &[u8], v: &T, durable: bool) -> Res<()> {
     let bytes = encode(v).map_err(crate::store::msg)?;
     let mut w = env.write_txn().map_err(err)?;
     let meta = db(&mut w, META_DB).map_err(err)?;
     w.put(meta, name, &bytes, PutFlags::empty()).map_err(err)?;
-    w.commit().map_err(err)
+    if durable {
+        commit_durable(env, w).map_err(err)
+    } else {
+        w.commit().map_err(err)
+    }
 }
 
 /// The entries with indexes in `[start, end)`.
@@ -165,7 +172,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let vote = *vote;
         self.shared
             .blocking(move |s| {
-                s.with_env(|env| write_meta(env, b"vote", &vote))
+                s.with_env(|env| write_meta(env, b"vote", &vote, true))
                     .map_err(|e| StorageIOError::write_vote(e).into())
             })
             .await
@@ -183,7 +190,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
         self.shared
             .blocking(move |s| {
-                s.with_env(|env| write_meta(env, b"committed", &committed))
+                // Not flushed: openraft uses it only to apply sooner after a restart, and
+                // an older value (one lost to a power loss) only means re-learning the
+                // commit index from the leader. A flush here was one of three per entry.
+                s.with_env(|env| write_meta(env, b"committed", &committed, false))
                     .map_err(|e| {
                         StorageIOError::new(ErrorSubject::Store, ErrorVerb::Write, e).into()
                     })
@@ -224,7 +234,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                         w.put(log, &key(e.log_id.index), &v, PutFlags::empty())
                             .map_err(err)?;
                     }
-                    w.commit().map_err(err)
+                    commit_durable(env, w).map_err(err)
                 })
                 .map_err(write_err)
             })
@@ -244,7 +254,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 s.with_env(|env| {
                     let mut w = env.write_txn().map_err(err)?;
                     delete_range(&mut w, log_id.index, None)?;
-                    w.commit().map_err(err)
+                    commit_durable(env, w).map_err(err)
                 })
                 .map_err(write_err)
             })
@@ -260,7 +270,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                     let meta = db(&mut w, META_DB).map_err(err)?;
                     let v = encode(&log_id).map_err(crate::store::msg)?;
                     w.put(meta, b"purged", &v, PutFlags::empty()).map_err(err)?;
-                    w.commit().map_err(err)
+                    commit_durable(env, w).map_err(err)
                 })
                 .map_err(write_err)
             })

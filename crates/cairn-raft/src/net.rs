@@ -7,9 +7,13 @@
 //! crate's encoding (postcard, types.rs), their answers `Result<response, RaftError>` encoded
 //! alike. The client routes (JSON) are in cluster.rs; docs/replication.md, "Network".
 //!
-//! Invariant: one RPC is one HTTP request on its own connection; a transport failure (refused,
-//! reset, timed out) is openraft's `Unreachable`/`Network` error, so openraft backs off and
-//! retries, and an answer from the remote `Raft` is returned as it was given.
+//! Invariants:
+//! - Each `HttpClient` (one per target node and replication stream) keeps one HTTP/1.1
+//!   connection open across its RPCs, one RPC at a time; after a failure or a timeout the
+//!   connection is dropped, so an answer is only ever read by the RPC that asked for it.
+//! - A transport failure (refused, reset, timed out) is openraft's `Unreachable`/`Network`
+//!   error, so openraft backs off and retries, and an answer from the remote `Raft` is
+//!   returned as it was given.
 
 use crate::raft::{NodeId, TypeConfig};
 use crate::types::{decode, encode};
@@ -54,6 +58,63 @@ pub struct Answer {
     pub body: Bytes,
 }
 
+type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+fn failure(addr: &str, path: &str, unreachable: bool, e: &dyn std::fmt::Display) -> TransportError {
+    TransportError {
+        unreachable,
+        what: format!("{addr}{path}: {e}"),
+    }
+}
+
+/// Opens an HTTP/1.1 connection to `addr`.
+async fn connect(addr: &str, path: &str) -> Result<Sender, TransportError> {
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| failure(addr, path, true, &e))?;
+    let _ = stream.set_nodelay(true);
+    let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| failure(addr, path, true, &e))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(send)
+}
+
+/// Sends one request on the connection `send` and reads the whole answer.
+async fn exchange(
+    send: &mut Sender,
+    addr: &str,
+    path: &str,
+    body: Option<(&'static str, Vec<u8>)>,
+) -> Result<Answer, TransportError> {
+    let fail = |e: &dyn std::fmt::Display| failure(addr, path, false, e);
+    send.ready().await.map_err(|e| fail(&e))?;
+    let builder = hyper::Request::builder()
+        .uri(path)
+        .header(hyper::header::HOST, addr);
+    let req = match body {
+        Some((content_type, b)) => builder
+            .method(hyper::Method::POST)
+            .header(hyper::header::CONTENT_TYPE, content_type)
+            .body(Full::new(Bytes::from(b))),
+        None => builder
+            .method(hyper::Method::GET)
+            .body(Full::new(Bytes::new())),
+    }
+    .map_err(|e| fail(&e))?;
+    let resp = send.send_request(req).await.map_err(|e| fail(&e))?;
+    let status = resp.status().as_u16();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| fail(&e))?
+        .to_bytes();
+    Ok(Answer { status, body })
+}
+
 /// Sends one request to `addr` (host:port) on a new connection and reads the whole answer,
 /// all within `timeout`. `body: None` is a GET.
 pub async fn request(
@@ -62,49 +123,18 @@ pub async fn request(
     body: Option<(&'static str, Vec<u8>)>,
     timeout: Duration,
 ) -> Result<Answer, TransportError> {
-    let fail = |unreachable: bool| {
-        move |e: &dyn std::fmt::Display| TransportError {
-            unreachable,
-            what: format!("{addr}{path}: {e}"),
-        }
+    let once = async {
+        let mut send = connect(addr, path).await?;
+        exchange(&mut send, addr, path, body).await
     };
-    let exchange = async {
-        let stream = tokio::net::TcpStream::connect(addr)
-            .await
-            .map_err(|e| fail(true)(&e))?;
-        let _ = stream.set_nodelay(true);
-        let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| fail(true)(&e))?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        let builder = hyper::Request::builder()
-            .uri(path)
-            .header(hyper::header::HOST, addr);
-        let req = match body {
-            Some((content_type, b)) => builder
-                .method(hyper::Method::POST)
-                .header(hyper::header::CONTENT_TYPE, content_type)
-                .body(Full::new(Bytes::from(b))),
-            None => builder
-                .method(hyper::Method::GET)
-                .body(Full::new(Bytes::new())),
-        }
-        .map_err(|e| fail(false)(&e))?;
-        let resp = send.send_request(req).await.map_err(|e| fail(false)(&e))?;
-        let status = resp.status().as_u16();
-        let body = resp
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| fail(false)(&e))?
-            .to_bytes();
-        Ok(Answer { status, body })
-    };
-    match tokio::time::timeout(timeout, exchange).await {
+    match tokio::time::timeout(timeout, once).await {
         Ok(r) => r,
-        Err(_) => Err(fail(false)(&format_args!("timed out after {timeout:?}"))),
+        Err(_) => Err(failure(
+            addr,
+            path,
+            false,
+            &format_args!("timed out after {timeout:?}"),
+        )),
     }
 }
 
@@ -115,10 +145,12 @@ pub const RPC_CONTENT_TYPE: &str = "application/x-cairn-raft";
 #[derive(Clone, Default)]
 pub struct HttpNetwork {}
 
-/// A connection from this node to one other.
+/// A connection from this node to one other: one HTTP/1.1 connection kept open across RPCs
+/// (openraft sends one RPC at a time per target and client), reopened after any failure.
 pub struct HttpClient {
     target: NodeId,
     addr: String,
+    conn: Option<Sender>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for HttpNetwork {
@@ -128,13 +160,60 @@ impl RaftNetworkFactory<TypeConfig> for HttpNetwork {
         HttpClient {
             target,
             addr: node.addr.clone(),
+            conn: None,
         }
     }
 }
 
 impl HttpClient {
+    /// One exchange on the kept connection, opening one if there is none (or it closed). A
+    /// failure on a connection that had served earlier RPCs (the peer restarted, say) is
+    /// retried once on a new connection: every Raft RPC may be delivered twice.
+    async fn send(
+        &mut self,
+        path: &str,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Answer, TransportError> {
+        let addr = self.addr.clone();
+        let attempt = async {
+            let reused = self.conn.as_ref().is_some_and(|c| !c.is_closed());
+            let mut send = match self.conn.take() {
+                Some(c) if reused => c,
+                _ => connect(&addr, path).await?,
+            };
+            let r = match exchange(
+                &mut send,
+                &addr,
+                path,
+                Some((RPC_CONTENT_TYPE, body.clone())),
+            )
+            .await
+            {
+                Err(_) if reused => {
+                    send = connect(&addr, path).await?;
+                    exchange(&mut send, &addr, path, Some((RPC_CONTENT_TYPE, body))).await
+                }
+                r => r,
+            }?;
+            self.conn = Some(send);
+            Ok(r)
+        };
+        // A timed-out or failed exchange drops the connection (`take` above): an answer
+        // still on its way must not be read as the next RPC's.
+        match tokio::time::timeout(timeout, attempt).await {
+            Ok(r) => r,
+            Err(_) => Err(failure(
+                &addr,
+                path,
+                false,
+                &format_args!("timed out after {timeout:?}"),
+            )),
+        }
+    }
+
     async fn call<Req, Resp, E>(
-        &self,
+        &mut self,
         path: &str,
         rpc: &Req,
         option: &RPCOption,
@@ -149,20 +228,16 @@ impl HttpClient {
             RPCError::Network(NetworkError::new(&e))
         };
         let body = encode(rpc).map_err(net)?;
-        let a = request(
-            &self.addr,
-            path,
-            Some((RPC_CONTENT_TYPE, body)),
-            option.hard_ttl(),
-        )
-        .await
-        .map_err(|e| {
-            if e.unreachable {
-                RPCError::Unreachable(Unreachable::new(&e))
-            } else {
-                RPCError::Network(NetworkError::new(&e))
-            }
-        })?;
+        let a = self
+            .send(path, body, option.hard_ttl())
+            .await
+            .map_err(|e| {
+                if e.unreachable {
+                    RPCError::Unreachable(Unreachable::new(&e))
+                } else {
+                    RPCError::Network(NetworkError::new(&e))
+                }
+            })?;
         if a.status != 200 {
             return Err(net(format!(
                 "{}{path}: HTTP {}: {}",

@@ -7,10 +7,11 @@
 //! leader refuses, naming the leader it knows).
 
 use crate::ext::Extension;
+use crate::group::{write_error, Grouper};
 use crate::raft::{Config, Node as Member, NodeId, Raft, RaftMetrics, TypeConfig};
-use crate::types::{Op, Request, Response};
+use crate::types::{check_ops, Op, Request, Response};
 use crate::{Error, Storage};
-use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
+use openraft::error::{CheckIsLeaderError, RaftError};
 use openraft::network::RaftNetworkFactory;
 use openraft::ChangeMembers;
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,6 +35,8 @@ pub struct Node {
     pub id: NodeId,
     raft: Raft,
     storage: Storage,
+    /// Proposes the write batches that wait together as one entry (group.rs).
+    grouper: Grouper,
 }
 
 fn any<E: std::error::Error + 'static>(e: E) -> Error {
@@ -74,7 +77,13 @@ impl Node {
         )
         .await
         .map_err(any)?;
-        Ok(Node { id, raft, storage })
+        let grouper = Grouper::start(raft.clone());
+        Ok(Node {
+            id,
+            raft,
+            storage,
+            grouper,
+        })
     }
 
     /// The openraft node, for the operations not yet wrapped (membership changes).
@@ -95,13 +104,20 @@ impl Node {
     /// Replicates and applies a write batch; returns once it is committed and applied on this
     /// node (the leader). A node that is not the leader refuses it ([`Error::leader`] names
     /// the one it knows). A batch refused before proposing (a reserved database) has no
-    /// index.
+    /// index. Batches written concurrently may share one log entry (group.rs); each is still
+    /// applied or refused on its own.
     pub async fn write(&self, ops: Vec<Op>) -> Result<Written, Error> {
-        self.propose(Request::Write(ops)).await
+        if let Err(why) = check_ops(&ops) {
+            return Ok(Written {
+                index: None,
+                response: Response::refused(why),
+            });
+        }
+        self.grouper.write(ops).await
     }
 
-    /// Replicates and applies any request (a write batch, an extension entry), as
-    /// [`Node::write`] does.
+    /// Replicates and applies any request (an extension entry, say) as one log entry of its
+    /// own (not grouped); returns once it is committed and applied on this node (the leader).
     pub async fn propose(&self, req: Request) -> Result<Written, Error> {
         if let Err(why) = req.check() {
             return Ok(Written {
@@ -193,14 +209,4 @@ impl Node {
     pub async fn shutdown(&self) -> Result<(), Error> {
         self.raft.shutdown().await.map_err(any)
     }
-}
-
-fn write_error(e: RaftError<NodeId, ClientWriteError<NodeId, Member>>) -> Error {
-    let leader = match &e {
-        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => f.leader_id,
-        _ => None,
-    };
-    let mut err = any(e);
-    err.leader = leader;
-    err
 }

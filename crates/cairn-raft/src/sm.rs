@@ -4,9 +4,12 @@
 //! Invariants:
 //! - One call to `apply` is one write transaction: the entries' operations, then
 //!   `raft.sm/applied` (the last entry's log id) and, when an entry changed membership,
-//!   `raft.sm/membership`; then one durable commit. A crash leaves all of it or none, so
-//!   after a restart openraft re-applies exactly the entries after `applied` (apply is
-//!   idempotent across crashes; docs/replication.md).
+//!   `raft.sm/membership`; then one commit, not flushed. A crash leaves all of it or none
+//!   (a power loss may drop the unflushed applies, together with their `applied`), so after
+//!   a restart openraft re-applies exactly the entries after `applied`, which are still in
+//!   the flushed log: every log write that could remove them (purge, an install) is a
+//!   flushed commit made after the apply, so it flushes the apply too (apply is idempotent
+//!   across crashes; docs/replication.md).
 //! - A refused batch (a reserved or empty database name, a key or value Cairn refuses)
 //!   changes nothing and is refused on every replica alike: the checks depend only on the
 //!   request and on limits every replica shares. Any other Cairn error is a storage error,
@@ -18,7 +21,7 @@ use crate::raft::TypeConfig;
 use crate::raft::{Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership};
 use crate::snapshot::SnapshotBuilder;
 use crate::store::{db, err, msg, Res, Shared, SM_DB};
-use crate::types::{decode, encode, Request, Response};
+use crate::types::{check_ops, decode, encode, Op, Request, Response};
 use cairn::{PutFlags, RoTxn, RwTxn};
 use std::sync::Arc;
 
@@ -52,15 +55,11 @@ fn is_refusal(e: &cairn::Error) -> bool {
 }
 
 /// Applies one client batch in a nested transaction of `w`, so a refusal part-way leaves
-/// nothing of it.
-fn apply_request(w: &mut RwTxn<'_>, req: &Request, ext: Option<&dyn Extension>) -> Res<Response> {
-    if let Err(why) = req.check() {
-        return Ok(Response::refused(why));
+/// nothing of it. `Err` is a storage failure; a refusal is `Ok(Some(why))`.
+fn apply_batch(w: &mut RwTxn<'_>, ops: &[Op]) -> Res<Option<String>> {
+    if let Err(why) = check_ops(ops) {
+        return Ok(Some(why));
     }
-    let ops = match req {
-        Request::Write(ops) => ops,
-        Request::Ext { name, payload } => return apply_ext(w, name, payload, ext),
-    };
     let mut n = w.nested().map_err(err)?;
     let mut run = || -> cairn::Result<()> {
         for op in ops {
@@ -84,13 +83,34 @@ fn apply_request(w: &mut RwTxn<'_>, req: &Request, ext: Option<&dyn Extension>) 
     match run() {
         Ok(()) => {
             n.commit().map_err(err)?;
-            Ok(Response::default())
+            Ok(None)
         }
         Err(e) if is_refusal(&e) => {
             n.abort();
-            Ok(Response::refused(e.to_string()))
+            Ok(Some(e.to_string()))
         }
         Err(e) => Err(err(e)),
+    }
+}
+
+/// Applies one client request: a batch, or a group of batches each applied on its own.
+fn apply_request(w: &mut RwTxn<'_>, req: &Request, ext: Option<&dyn Extension>) -> Res<Response> {
+    match req {
+        Request::Write(ops) => Ok(Response {
+            error: apply_batch(w, ops)?,
+            ..Response::default()
+        }),
+        Request::Group(batches) => {
+            let mut out = Vec::with_capacity(batches.len());
+            for ops in batches {
+                out.push(apply_batch(w, ops)?);
+            }
+            Ok(Response {
+                batches: out,
+                ..Response::default()
+            })
+        }
+        Request::Ext { name, payload } => apply_ext(w, name, payload, ext),
     }
 }
 
@@ -111,7 +131,10 @@ fn apply_ext(
     match ext.apply(&mut n, payload).map_err(err)? {
         Ok(data) => {
             n.commit().map_err(err)?;
-            Ok(Response { error: None, data })
+            Ok(Response {
+                data,
+                ..Response::default()
+            })
         }
         Err(why) => {
             n.abort();
@@ -120,7 +143,8 @@ fn apply_ext(
     }
 }
 
-/// Applies `entries` in one durable transaction (see the module's invariants).
+/// Applies `entries` in one transaction, committed without a flush (see the module's
+/// invariants).
 pub(crate) fn apply_entries(
     env: &cairn::Env,
     entries: &[Entry],
@@ -149,6 +173,8 @@ pub(crate) fn apply_entries(
         w.put(sm, b"membership", &v, PutFlags::empty())
             .map_err(err)?;
     }
+    // Not flushed (see the module's invariants): the entries are durable in the log, on a
+    // majority, before openraft applies them. A flush here was one of three per entry.
     w.commit().map_err(err)?;
     Ok(out)
 }

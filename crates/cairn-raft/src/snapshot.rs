@@ -21,8 +21,8 @@ use crate::raft::storage::{RaftSnapshotBuilder, StorageIOError};
 use crate::raft::{Snapshot, SnapshotMeta, StorageError};
 use crate::sm::read_applied;
 use crate::store::{
-    db, env_options, err, msg, prepare, replace_file, sync_dir, write_snapshot_record,
-    CurrentSnapshot, Live, Res, Shared, LOG_DB, META_DB,
+    commit_durable, db, env_options, err, msg, prepare, replace_file, sync_dir,
+    write_snapshot_record, CurrentSnapshot, Live, Res, Shared, LOG_DB, META_DB,
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -53,7 +53,7 @@ fn publish_built(s: &Shared, cur: CurrentSnapshot) -> Res<()> {
     s.with_env(|env| -> Res<()> {
         let mut w = env.write_txn().map_err(err)?;
         write_snapshot_record(&mut w, &cur)?;
-        w.commit().map_err(err)
+        commit_durable(env, w).map_err(err)
     })?;
     replace_current(s, &mut slot, cur);
     Ok(())
@@ -223,7 +223,7 @@ fn swap_in(s: &Shared, snap: &Path, cur: &CurrentSnapshot) -> Res<()> {
             }
         }
         write_snapshot_record(&mut w, cur)?;
-        w.commit().map_err(err)?;
+        commit_durable(&env, w).map_err(err)?;
     }
     prepare(&env)?;
     sync_dir(&dir).map_err(err)?;

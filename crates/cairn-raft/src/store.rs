@@ -18,7 +18,7 @@
 use crate::raft::storage::AnyError;
 use crate::raft::{SnapshotMeta, StorageError};
 use crate::types::FORMAT;
-use cairn::{Database, DbFlags, Env, PutFlags, RwTxn};
+use cairn::{Database, DbFlags, Durability, Env, PutFlags, RwTxn};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -76,11 +76,28 @@ pub struct Shared {
 
 /// The options every environment of a node is opened with.
 pub(crate) fn env_options() -> cairn::EnvOptions {
-    // Durable commits: an append or an apply is acknowledged only once flushed. More handles
-    // than the default 128, since every client database takes one. The page size is pinned:
-    // it sets the largest key, and a batch refused for its key size must be refused on every
-    // replica alike (sm.rs).
-    Env::options().max_dbs(4096).page_size(4096)
+    // Lazy mode with no automatic flush: a plain `commit` is not flushed, and every write
+    // that must be durable when its call returns (log appends, the vote, truncate, purge, the
+    // snapshot record, an install) goes through `commit_durable`. Only `apply` (sm.rs) and
+    // `save_committed` (log.rs) commit without a flush: what they write is rebuilt from the
+    // flushed log after a power loss (docs/replication.md, "Apply is idempotent across
+    // crashes"). A killed process loses nothing either way: its commits are in the page
+    // cache. More handles than the default 128, since every client database takes one. The
+    // page size is pinned: it sets the largest key, and a batch refused for its key size must
+    // be refused on every replica alike (sm.rs).
+    Env::options()
+        .max_dbs(4096)
+        .page_size(4096)
+        .durability(Durability::Lazy)
+        .sync_every(None)
+        .sync_every_bytes(None)
+}
+
+/// Commits `w` and flushes the environment before returning: this commit and every earlier
+/// one (the unflushed applies too) survive a power loss. One fdatasync.
+pub(crate) fn commit_durable(env: &Env, w: RwTxn<'_>) -> cairn::Result<()> {
+    w.commit()?;
+    env.sync()
 }
 
 impl Shared {
@@ -167,7 +184,7 @@ pub(crate) fn prepare(env: &Env) -> Res<()> {
             .put(meta, b"format", &FORMAT.to_be_bytes(), PutFlags::empty())
             .map_err(err)?,
     }
-    w.commit().map_err(err)
+    commit_durable(env, w).map_err(err)
 }
 
 /// The current snapshot recorded in `env`.

@@ -52,7 +52,13 @@ impl Op {
 pub enum Request {
     /// Puts and deletes, applied in order.
     Write(Vec<Op>),
-    /// An entry for the extension named `name` (src/ext.rs), applied by it.
+    /// Several clients' write batches in one log entry (the leader groups the batches that
+    /// arrive while earlier entries are being appended: group.rs). Each batch is applied as a
+    /// `Write` would be, atomically and refused on its own, in order; the entry's response
+    /// holds one outcome per batch. Added after `Write`, so `Write`'s encoding is unchanged.
+    Group(Vec<Vec<Op>>),
+    /// An entry for the extension named `name` (src/ext.rs), applied by it. Added after
+    /// `Group`, so the earlier variants' encodings are unchanged.
     Ext {
         /// The extension's name.
         name: String,
@@ -61,25 +67,33 @@ pub enum Request {
     },
 }
 
+/// Why the write batch `ops` must be refused (see [`Request::check`]).
+pub(crate) fn check_ops(ops: &[Op]) -> Result<(), String> {
+    for op in ops {
+        if op.db.is_empty() {
+            return Err("an empty database name".to_string());
+        }
+        if op.db.starts_with(RESERVED_PREFIX) {
+            return Err(format!(
+                "database {:?}: names starting with {RESERVED_PREFIX:?} are reserved",
+                op.db
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl Request {
     /// Why this request must be refused, checked by the client side before proposing and by
-    /// apply again (so that a request built by other means is refused alike everywhere).
+    /// apply again (so that a request built by other means is refused alike everywhere). A
+    /// group is refused as a whole only here, before proposing; apply checks its batches one
+    /// by one.
     pub fn check(&self) -> Result<(), String> {
-        let Request::Write(ops) = self else {
-            return Ok(());
-        };
-        for op in ops {
-            if op.db.is_empty() {
-                return Err("an empty database name".to_string());
-            }
-            if op.db.starts_with(RESERVED_PREFIX) {
-                return Err(format!(
-                    "database {:?}: names starting with {RESERVED_PREFIX:?} are reserved",
-                    op.db
-                ));
-            }
+        match self {
+            Request::Write(ops) => check_ops(ops),
+            Request::Group(batches) => batches.iter().try_for_each(|ops| check_ops(ops)),
+            Request::Ext { .. } => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -88,10 +102,24 @@ impl Request {
 pub struct Response {
     /// `None`: the batch was applied. `Some(why)`: it was refused and changed nothing (the
     /// refusal is deterministic, so every replica refused it). Blank and membership entries
-    /// answer `None`.
+    /// answer `None`. For a [`Request::Group`] entry: always `None`, the outcomes are in
+    /// `batches`.
     pub error: Option<String>,
-    /// An applied extension entry's answer (empty for anything else).
+    /// For a [`Request::Group`] entry, the outcome of each batch in order (as `error` is for
+    /// one batch); empty for every other entry.
+    pub batches: Vec<Option<String>>,
+    /// An applied extension entry's answer (empty for every other entry).
     pub data: Vec<u8>,
+}
+
+impl Response {
+    /// The answer of a refused entry or batch.
+    pub(crate) fn refused(why: String) -> Response {
+        Response {
+            error: Some(why),
+            ..Response::default()
+        }
+    }
 }
 
 /// Encodes a stored value.
@@ -102,14 +130,4 @@ pub(crate) fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, String> {
 /// Decodes a stored value.
 pub(crate) fn decode<T: DeserializeOwned>(b: &[u8]) -> Result<T, String> {
     postcard::from_bytes(b).map_err(|e| format!("decoding: {e}"))
-}
-
-impl Response {
-    /// The answer of a refused entry.
-    pub(crate) fn refused(why: String) -> Response {
-        Response {
-            error: Some(why),
-            data: Vec::new(),
-        }
-    }
 }

@@ -63,6 +63,9 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Serve from the engine's lazy mode (see the crate's invariants).
     pub lazy: bool,
+    /// Serve from the engine's logged mode: writes are durable when answered, through the
+    /// commit log (one record and one log flush per group commit) instead of the pages.
+    pub logged: bool,
     /// Largest request body, bytes (413 beyond).
     pub max_body: usize,
     /// Requests served at once; more are answered 503 at once rather than queued without bound.
@@ -101,6 +104,7 @@ impl Config {
             no_subdir: false,
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             lazy: false,
+            logged: false,
             max_body: 8 << 20,
             max_in_flight: 1024,
             request_timeout: Duration::from_secs(30),
@@ -116,10 +120,10 @@ impl Config {
 
     /// Opens the environment as configured.
     pub fn open_env(&self) -> cairn::Result<Env> {
-        let durability = if self.lazy {
-            Durability::Lazy
-        } else {
-            Durability::Durable
+        let durability = match (self.lazy, self.logged) {
+            (true, _) => Durability::Lazy,
+            (false, true) => Durability::Logged,
+            _ => Durability::Durable,
         };
         Env::options()
             .durability(durability)

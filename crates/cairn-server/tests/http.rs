@@ -592,6 +592,17 @@ fn lazy_mode_serves_and_says_so() {
 }
 
 #[test]
+fn logged_mode_serves_and_says_so() {
+    let s = TestServer::start_with(|c| c.logged = true, cairn_server::router);
+    let mut c = s.conn();
+    for i in 0..20 {
+        assert_eq!(c.put(&format!("/z/{i}"), r#"{"a":1}"#).status, 201);
+    }
+    assert_eq!(c.get("/z/7").json()["a"], 1);
+    assert_eq!(c.get("/_stats").json()["env"]["durability"], "logged");
+}
+
+#[test]
 fn many_requests_on_one_connection() {
     let s = TestServer::start();
     let mut c = s.conn();

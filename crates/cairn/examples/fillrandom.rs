@@ -2,7 +2,7 @@
 //! transaction by default) against Cairn alone. Not a benchmark (the harness in bench/ is); run it under
 //! `perf record` or callgrind to see where a write transaction spends its time.
 //!
-//!   cargo run --release -p cairn --example fillrandom -- [records] [durable|lazy] [sync|nosync|<MiB>|<ms>ms] [puts per txn]
+//!   cargo run --release -p cairn --example fillrandom -- [records] [durable|lazy|logged] [sync|nosync|<MiB>|<ms>ms] [puts per txn]
 
 use cairn::{Durability, Env, PutFlags};
 use std::time::Instant;
@@ -15,6 +15,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or(1_000_000);
     let durability = match args.next().as_deref() {
         Some("durable") => Durability::Durable,
+        Some("logged") => Durability::Logged,
         _ => Durability::Lazy,
     };
     // The lazy mode's automatic flush: "nosync" (none), "<MiB>" written or "<ms>ms" elapsed

@@ -93,7 +93,8 @@ impl EnvOptions {
         if in_place {
             storage.enable_map_writes();
         }
-        let mut env = Env::build(Arc::new(storage), self, setup).map_err(|e| match e {
+        let log = LogSource::File(log_path(&data));
+        let mut env = Env::build(Arc::new(storage), self, setup, log).map_err(|e| match e {
             Error::NotCairn { .. } => Error::NotCairn {
                 path: data.display().to_string(),
             },
@@ -120,6 +121,60 @@ fn is_lmdb_file(data: &Path) -> bool {
     // Meta page 0 records its own page number, 0: a Cairn file starts with its magic instead.
     head[..8] == [0; 8] && (magic == 0xBEEF_C0DE && flags & 0x08 != 0)
         || (magic == 0xBEEF_C0DE_u32.swap_bytes() && flags.swap_bytes() & 0x08 != 0)
+}
+
+/// The commit log's file: the data file's name with `-log` added (`data.cairn-log`).
+pub(crate) fn log_path(data: &Path) -> std::path::PathBuf {
+    let mut p = data.as_os_str().to_owned();
+    p.push("-log");
+    std::path::PathBuf::from(p)
+}
+
+/// Where an environment's commit log is (logged mode, docs/design.md "Logged commits").
+enum LogSource {
+    /// No log (the simulator without one, a temporary replay handle).
+    None,
+    /// A file beside the data file: created in logged mode, else opened only if it exists
+    /// (its records are replayed whatever the mode).
+    File(std::path::PathBuf),
+    /// A given storage (the crash simulator's second file).
+    Given(Arc<dyn Storage>),
+}
+
+impl LogSource {
+    fn open(self, opts: &EnvOptions) -> Result<Option<Arc<dyn Storage>>> {
+        let logged = opts.durability == Durability::Logged && !opts.read_only;
+        let path = match self {
+            LogSource::None => return Ok(None),
+            LogSource::Given(s) => {
+                if logged && s.len() < opts.log_size {
+                    s.grow(opts.log_size)?;
+                }
+                return Ok(Some(s));
+            }
+            LogSource::File(p) => p,
+        };
+        if !logged && !path.exists() {
+            return Ok(None);
+        }
+        let file = match OpenOptions::new()
+            .read(true)
+            .write(!opts.read_only)
+            .create(logged)
+            .truncate(false)
+            .open(&path)
+        {
+            Ok(f) => f,
+            Err(e) if !logged && e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io(format!("opening {}", path.display()), e)),
+        };
+        let reserve = opts.log_size.max(file.metadata().map_or(0, |m| m.len()));
+        let s = FileStorage::new(file, path.display().to_string(), reserve, false)?;
+        if logged && s.len() < opts.log_size {
+            s.grow(opts.log_size)?;
+        }
+        Ok(Some(Arc::new(s)))
+    }
 }
 
 /// How the reader table and locks are set up.
@@ -192,10 +247,28 @@ impl Env {
     #[doc(hidden)]
     pub fn with_storage(storage: Arc<dyn Storage>, opts: EnvOptions) -> Result<Env> {
         check_options(&opts)?;
-        Env::build(storage, opts, LockSetup::Private)
+        Env::build(storage, opts, LockSetup::Private, LogSource::None)
     }
 
-    fn build(storage: Arc<dyn Storage>, opts: EnvOptions, setup: LockSetup) -> Result<Env> {
+    /// [`Env::with_storage`] with a commit log on a second storage (logged mode in crash
+    /// tests). Testing only.
+    #[doc(hidden)]
+    pub fn with_storages(
+        storage: Arc<dyn Storage>,
+        log: Arc<dyn Storage>,
+        opts: EnvOptions,
+    ) -> Result<Env> {
+        check_options(&opts)?;
+        Env::build(storage, opts, LockSetup::Private, LogSource::Given(log))
+    }
+
+    fn build(
+        storage: Arc<dyn Storage>,
+        opts: EnvOptions,
+        setup: LockSetup,
+        log: LogSource,
+    ) -> Result<Env> {
+        let log = log.open(&opts)?;
         let tag = ENV_IDS.fetch_add(1, Ordering::Relaxed);
         let private = |n: usize| Map::anonymous(format::lock_file_len(n).div_ceil(4096) * 4096);
         let (shared, first, ro_lock) = match setup {
@@ -234,6 +307,12 @@ impl Env {
             } else {
                 recover(&*storage)?
             };
+            // Commits the log holds past the recovered one (a power loss took their pages):
+            // replayed before any other handle can see the file.
+            let meta = match &log {
+                Some(l) => crate::replay::replay(&storage, &**l, &opts, meta)?,
+                None => meta,
+            };
             failpoint!("open.after_recover");
             shared.init(&meta);
             failpoint!("open.after_init");
@@ -262,6 +341,7 @@ impl Env {
             dup_cmp: None,
         };
         let opts_max = opts.max_size;
+        let opts_logged = opts.durability == Durability::Logged && !opts.read_only;
         let env = Env {
             inner: Arc::new(EnvInner {
                 storage,
@@ -283,6 +363,7 @@ impl Env {
                 max_size: AtomicU64::new(opts_max.unwrap_or(0)),
                 custom_dup_orders: AtomicBool::new(false),
                 group: Default::default(),
+                log: log.filter(|_| opts_logged),
             }),
         };
         // The main database's flags are stored in its record.
@@ -456,7 +537,7 @@ impl Drop for Env {
         // clean close never loses commits to a later power loss.
         if Arc::strong_count(&self.inner) == 1
             && !self.inner.opts.read_only
-            && self.inner.opts.durability == Durability::Lazy
+            && self.inner.opts.durability.lazy_pages()
             && self.inner.check_usable().is_ok()
         {
             let unsynced = {

@@ -11,6 +11,23 @@ pub enum Durability {
     /// Commits are not flushed; a power loss may lose the latest commits but never corrupts
     /// the file: pages of the last flushed commit are kept until the next flush.
     Lazy,
+    /// Every commit is durable before `commit` returns, at the cost of what it changed: the
+    /// pages are written as in lazy mode (not flushed) and a record of the transaction's
+    /// effects (its puts and deletes) is appended to a log file beside the data file and
+    /// flushed. The data file is flushed as in lazy mode ([`EnvOptions::sync_every`], a full
+    /// log, [`Env::sync`](crate::Env::sync), closing); after a power loss the first handle to
+    /// open the environment replays the log onto the last flushed commit (docs/design.md,
+    /// "Logged commits"). A transaction whose effects the log cannot carry (creating, emptying
+    /// or dropping a database, a RESERVE put, a database with a user-supplied order) commits
+    /// as in durable mode.
+    Logged,
+}
+
+impl Durability {
+    /// Whether commits leave their pages unflushed (lazy and logged modes).
+    pub(crate) fn lazy_pages(self) -> bool {
+        matches!(self, Durability::Lazy | Durability::Logged)
+    }
 }
 
 /// Options for opening an environment (see [`Env::options`](crate::Env::options)).
@@ -26,6 +43,8 @@ pub struct EnvOptions {
     pub(crate) no_subdir: Option<bool>,
     pub(crate) sync_bytes: Option<u64>,
     pub(crate) sync_every: Option<std::time::Duration>,
+    /// Whether `sync_every` was set (else logged mode uses [`DEFAULT_LOGGED_SYNC_PERIOD`]).
+    pub(crate) sync_every_set: bool,
     pub(crate) reserve: u64,
     pub(crate) reserve_set: bool,
     pub(crate) map_writes: bool,
@@ -34,6 +53,7 @@ pub struct EnvOptions {
     pub(crate) group_max_writes: usize,
     pub(crate) group_max_time: std::time::Duration,
     pub(crate) migrate_lmdb: bool,
+    pub(crate) log_size: u64,
 }
 
 /// The names of the two files in an environment's directory (when the path is a directory;
@@ -59,6 +79,17 @@ pub enum FileNames {
 /// default; docs/bench/causes.md) while bounding nothing a user reasons about.
 pub const DEFAULT_SYNC_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// The flush period of logged mode unless [`EnvOptions::sync_every`] sets one: commits are
+/// durable through the log, so the data file is flushed to bound the log and the replay after
+/// a power loss (a full log flushes too), not to bound what a power loss takes. Each flush
+/// writes every page changed since the previous one, so flushing rarely saves most of the
+/// writing a random load does (docs/bench/causes.md).
+pub const DEFAULT_LOGGED_SYNC_PERIOD: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Default of [`EnvOptions::log_size`]: when a record does not fit, the commit is made steady
+/// instead, which starts the log over.
+pub const DEFAULT_LOG_SIZE: u64 = 64 << 20;
+
 /// Default of [`EnvOptions::group_max_writes`]. Chosen by measurement (docs/bench/group).
 pub const DEFAULT_GROUP_MAX_WRITES: usize = 1024;
 /// Default of [`EnvOptions::group_max_time`]. Chosen by measurement (docs/bench/group).
@@ -77,6 +108,7 @@ impl Default for EnvOptions {
             no_subdir: None,
             sync_bytes: None,
             sync_every: Some(DEFAULT_SYNC_PERIOD),
+            sync_every_set: false,
             reserve: 1 << 40,
             reserve_set: false,
             map_writes: true,
@@ -85,6 +117,7 @@ impl Default for EnvOptions {
             group_max_writes: DEFAULT_GROUP_MAX_WRITES,
             group_max_time: DEFAULT_GROUP_MAX_TIME,
             migrate_lmdb: false,
+            log_size: DEFAULT_LOG_SIZE,
         }
     }
 }
@@ -130,12 +163,22 @@ impl EnvOptions {
         self.sync_bytes = bytes;
         self
     }
-    /// In lazy mode, make a commit steady once this much time has passed since the last flush
-    /// (checked at commit; no background thread). Default [`DEFAULT_SYNC_PERIOD`] (1 s);
-    /// `None`: no limit by time.
+    /// In lazy and logged modes, make a commit steady once this much time has passed since the
+    /// last flush (checked at commit; no background thread). Default [`DEFAULT_SYNC_PERIOD`]
+    /// (1 s) in lazy mode, [`DEFAULT_LOGGED_SYNC_PERIOD`] (30 s) in logged mode; `None`: no
+    /// limit by time.
     pub fn sync_every(mut self, period: Option<std::time::Duration>) -> Self {
         self.sync_every = period;
+        self.sync_every_set = true;
         self
+    }
+
+    /// The flush period in effect: in logged mode, unless set, [`DEFAULT_LOGGED_SYNC_PERIOD`].
+    pub(crate) fn sync_period(&self) -> Option<std::time::Duration> {
+        match self.durability {
+            Durability::Logged if !self.sync_every_set => Some(DEFAULT_LOGGED_SYNC_PERIOD),
+            _ => self.sync_every,
+        }
     }
     /// In lazy mode, whether write transactions write their pages in place through a
     /// writable shared map of the data file (default true), as LMDB's MDB_WRITEMAP does,
@@ -150,9 +193,17 @@ impl EnvOptions {
         self
     }
 
+    /// In logged mode, the size of the log file (default 64 MiB, at least 64 KiB): a commit
+    /// whose record does not fit after the records since the last flush flushes the data file
+    /// instead (and the log starts over). Replay after a power loss reads at most this much.
+    pub fn log_size(mut self, bytes: u64) -> Self {
+        self.log_size = bytes.max(64 << 10);
+        self
+    }
+
     /// Whether write transactions try to write pages in place (see [`Self::map_writes`]).
     pub(crate) fn wants_map_writes(&self) -> bool {
-        self.map_writes && self.durability == Durability::Lazy && !self.read_only
+        self.map_writes && self.durability.lazy_pages() && !self.read_only
     }
 
     /// Opens read-only: no write transaction can begin.

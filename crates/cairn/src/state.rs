@@ -48,6 +48,12 @@ pub(crate) struct WriterState {
     /// `meta` is the commit this handle's recovery chose at open (the first handle), not a
     /// value read from the lock file: closing a lazy handle flushes it if it is not steady.
     pub recovered: bool,
+    /// Where this handle last appended to the commit log (logged mode; `wal::find_tail`
+    /// continues from it).
+    pub log_tail: crate::wal::Tail,
+    /// The log's bytes below this offset were written by this handle (records or zeros): see
+    /// `wal::ZERO_AHEAD`.
+    pub log_zeroed: u64,
 }
 
 pub(crate) struct EnvInner {
@@ -85,6 +91,9 @@ pub(crate) struct EnvInner {
     /// The group-commit queue (`group.rs`, a higher layer, which types it), made at the first
     /// grouped write.
     pub group: std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>,
+    /// The commit log (logged mode, or a log found at open and replayed): `data-log` beside
+    /// the data file, or the simulator's second storage.
+    pub log: Option<Arc<dyn Storage>>,
 }
 
 /// An open database environment: one file, its named databases, its transactions. Cheap to
@@ -113,6 +122,8 @@ impl WriterState {
             dirty_spare: Default::default(),
             loaded: false,
             recovered: false,
+            log_tail: Default::default(),
+            log_zeroed: 0,
         }
     }
 }
@@ -148,6 +159,9 @@ impl EnvInner {
         ws.free = FreeState::default();
         ws.loaded = false;
         load_writer(&*self.storage, ws, slots)?;
+        // A writer that died in a commit may have written pages, or a log record, naming its
+        // txnid without reaching a slot: never reuse it.
+        ws.next_txnid = ws.next_txnid.max(inflight + 1);
         if ws.meta.txnid != current || inflight != 0 {
             failpoint!("writer.before_republish");
             self.shared.publish(&ws.meta);

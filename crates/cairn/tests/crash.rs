@@ -114,9 +114,21 @@ fn run_case(seed: u64, mode: Durability, crash: CrashMode) {
     let sim = Arc::new(SimStorage::new(256 << 20).unwrap());
     // Half of the lazy cases write pages in place (a lazy environment's writable map), where
     // a crash may also keep half-built pages of the transaction under way.
-    let in_place = mode == Durability::Lazy && seed % 2 == 1;
+    let in_place = mode != Durability::Durable && seed % 2 == 1;
     sim.set_map_writes(in_place);
-    let env = Env::with_storage(sim.clone(), opts(mode)).unwrap();
+    // Logged mode: the commit log on a second simulated disk, small enough in a third of the
+    // cases that records stop fitting and commits turn steady.
+    let log = Arc::new(SimStorage::new(64 << 20).unwrap());
+    let log_size = if seed.is_multiple_of(3) {
+        64 << 10
+    } else {
+        4 << 20
+    };
+    let open = |data: Arc<SimStorage>, log: Arc<SimStorage>| match mode {
+        Durability::Logged => Env::with_storages(data, log, opts(mode).log_size(log_size)),
+        _ => Env::with_storage(data, opts(mode)),
+    };
+    let env = open(sim.clone(), log.clone()).unwrap();
     let mut model: Model = Default::default();
     let mut acked: Vec<Model> = vec![model.clone()];
     let txns = 1 + rng.below(12);
@@ -165,14 +177,20 @@ fn run_case(seed: u64, mode: Durability, crash: CrashMode) {
             }
         }
         if t == crash_at {
-            // Fail this commit part-way: after some writes, or at its flush.
-            if rng.below(2) == 0 {
-                sim.inject(Fault::WriteError, rng.below(4));
+            // Fail this commit part-way: after some writes, or at its flush (of the data file,
+            // or in logged mode of the log).
+            let disk = if mode == Durability::Logged && rng.below(2) == 0 {
+                &log
             } else {
-                sim.inject(Fault::SyncError, 0);
+                &sim
+            };
+            if rng.below(2) == 0 {
+                disk.inject(Fault::WriteError, rng.below(4));
+            } else {
+                disk.inject(Fault::SyncError, 0);
             }
             let r = w.commit();
-            if r.is_ok() && mode == Durability::Durable {
+            if r.is_ok() && mode != Durability::Lazy {
                 acked.push(next);
             } else {
                 in_flight = Some(next);
@@ -190,6 +208,7 @@ fn run_case(seed: u64, mode: Durability, crash: CrashMode) {
         );
     }
     let img = sim.crash_image(crash, &mut rng);
+    let log_img = log.crash_image(crash, &mut rng);
     drop(env); // the image is taken: what the closing flush writes does not reach it
     let mut sim2 = SimStorage::from_image(&img, 256 << 20).unwrap();
     if crash == CrashMode::ProcessCrash {
@@ -197,17 +216,21 @@ fn run_case(seed: u64, mode: Durability, crash: CrashMode) {
     }
     sim2.set_map_writes(in_place);
     let sim2 = Arc::new(sim2);
-    let env2 = Env::with_storage(sim2.clone(), opts(mode))
-        .unwrap_or_else(|e| panic!("seed {seed}: reopen failed: {e}"));
+    let log2 = Arc::new(SimStorage::from_image(&log_img, 64 << 20).unwrap());
+    let env2 =
+        open(sim2.clone(), log2).unwrap_or_else(|e| panic!("seed {seed}: reopen failed: {e}"));
     let got = read_all(&env2);
     match (mode, crash) {
         (_, CrashMode::ProcessCrash) => {
             let ok = got == *acked.last().unwrap() || in_flight.as_ref() == Some(&got);
             assert!(ok, "seed {seed}: a process crash lost acknowledged commits");
         }
-        (Durability::Durable, _) => {
+        (Durability::Durable | Durability::Logged, _) => {
             let ok = got == *acked.last().unwrap() || in_flight.as_ref() == Some(&got);
-            assert!(ok, "seed {seed}: durable state lost or corrupted");
+            assert!(
+                ok,
+                "seed {seed}: durable state lost or corrupted ({mode:?})"
+            );
         }
         (Durability::Lazy, _) => {
             let ok = acked.contains(&got) || in_flight.as_ref() == Some(&got);
@@ -233,7 +256,9 @@ fn power_loss() {
         let seed: u64 = s.parse().unwrap();
         one_case(seed, Durability::Durable);
         one_case(seed, Durability::Lazy);
+        one_case(seed, Durability::Logged);
         process_crash_case(seed, Durability::Lazy);
+        process_crash_case(seed, Durability::Logged);
         return;
     }
     let n: u64 = std::env::var("CAIRN_CRASHES")
@@ -252,18 +277,20 @@ fn power_loss() {
     println!("power_loss: {n} crashes per mode from base seed {base}");
     for i in 0..n {
         let seed = base.wrapping_mul(1_000_003).wrapping_add(i);
-        for mode in [Durability::Durable, Durability::Lazy] {
+        for mode in [Durability::Durable, Durability::Lazy, Durability::Logged] {
             let r = std::panic::catch_unwind(|| one_case(seed, mode));
             if r.is_err() {
                 panic!("crash case failed: replay with CAIRN_SEED={seed} ({mode:?})");
             }
         }
         if i % 4 == 0 {
-            let r = std::panic::catch_unwind(|| process_crash_case(seed, Durability::Lazy));
-            if r.is_err() {
-                panic!("process crash case failed: replay with CAIRN_SEED={seed}");
+            for mode in [Durability::Lazy, Durability::Logged] {
+                let r = std::panic::catch_unwind(|| process_crash_case(seed, mode));
+                if r.is_err() {
+                    panic!("process crash case failed: replay with CAIRN_SEED={seed} ({mode:?})");
+                }
             }
         }
     }
-    println!("power_loss: {} simulated crashes, all recovered", 2 * n);
+    println!("power_loss: {} simulated crashes, all recovered", 3 * n);
 }

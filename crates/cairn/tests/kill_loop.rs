@@ -381,14 +381,16 @@ fn say(line: &str) {
 }
 
 fn writer(dir: &Path, seed: u64, ppid: u32) {
-    let lazy = var("CAIRN_KL_MODE") == "lazy";
+    let mode = match var("CAIRN_KL_MODE").as_str() {
+        "lazy" => Durability::Lazy,
+        "logged" => Durability::Logged,
+        _ => Durability::Durable,
+    };
     let limit: u64 = var("CAIRN_KL_LIMIT").parse().unwrap();
     let sync_bytes: u64 = var("CAIRN_KL_SYNC_BYTES").parse().unwrap();
-    let mut opts = Env::options().max_dbs(MAX_DBS);
-    if lazy {
-        opts = opts
-            .durability(Durability::Lazy)
-            .sync_every_bytes((sync_bytes > 0).then_some(sync_bytes));
+    let mut opts = Env::options().max_dbs(MAX_DBS).durability(mode);
+    if mode != Durability::Durable {
+        opts = opts.sync_every_bytes((sync_bytes > 0).then_some(sync_bytes));
     }
     let env = opts.open(dir).unwrap();
     let start = {
@@ -435,7 +437,7 @@ fn writer(dir: &Path, seed: u64, ppid: u32) {
         w.commit().unwrap();
         say(&format!("ack {s}"));
         known = s;
-        if lazy && rng.below(6) == 0 {
+        if mode != Durability::Durable && rng.below(6) == 0 {
             env.sync().unwrap();
         }
     }
@@ -837,12 +839,16 @@ fn kill_loop() {
         // commits' pages happens only in lazy ones).
         let lazy = match arm {
             Some("commit.before_data_sync" | "commit.after_data_sync") => true,
+            Some(p) if p.contains("_log_") => true,
             Some(p) => {
                 let n = |m: &BTreeMap<&'static str, u64>| m.get(p).copied().unwrap_or(0);
                 2 * n(&tally.fired_lazy) <= n(&tally.fired)
             }
             None => rng.below(2) == 0,
         };
+        // Half the writers that leave pages unflushed log their commits (Durability::Logged),
+        // and every one armed at a point of the log.
+        let logged = lazy && (arm.is_some_and(|p| p.contains("_log_")) || rng.below(2) == 0);
         let sync_bytes = match rng.below(3) {
             0 => 0,
             1 => 64 << 10,
@@ -860,7 +866,12 @@ fn kill_loop() {
             &[
                 (
                     "CAIRN_KL_MODE",
-                    if lazy { "lazy" } else { "durable" }.to_string(),
+                    match (lazy, logged) {
+                        (_, true) => "logged",
+                        (true, false) => "lazy",
+                        _ => "durable",
+                    }
+                    .to_string(),
                 ),
                 ("CAIRN_KL_LIMIT", limit.to_string()),
                 ("CAIRN_KL_SYNC_BYTES", sync_bytes.to_string()),

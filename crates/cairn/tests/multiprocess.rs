@@ -83,6 +83,44 @@ fn bump(w: &mut cairn::RwTxn<'_>, db: cairn::Database, by: u64) {
         .unwrap();
 }
 
+/// Logged writers in two processes append to one commit log (each finds the tail past the
+/// other's records). A power loss that takes every page written since the last flush is
+/// staged by putting back the data file saved at that flush: the first open replays both
+/// processes' commits, in commit order.
+#[test]
+fn logged_writers_in_two_processes_survive_a_staged_power_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let env = Env::open(dir.path()).unwrap();
+        let mut w = env.write_txn().unwrap();
+        bump(&mut w, env.main_db(), 0);
+        w.commit().unwrap();
+    }
+    let saved = std::fs::read(dir.path().join("data.cairn")).unwrap();
+    let mut kids: Vec<Child> = (0..2)
+        .map(|p| spawn("writer-logged", dir.path(), &p.to_string()))
+        .collect();
+    for k in &mut kids {
+        let out = k.stdout.take().unwrap();
+        let mut lines = BufReader::new(out).lines().map(Result::unwrap);
+        wait_line(&mut lines, "done");
+        assert!(k.wait().unwrap().success());
+    }
+    let log = std::fs::read(dir.path().join("data.cairn-log")).unwrap();
+    assert!(log.starts_with(b"CLG1"), "no record in the log");
+    std::fs::write(dir.path().join("data.cairn"), &saved).unwrap();
+    std::fs::remove_file(dir.path().join("lock.cairn")).unwrap();
+    let env = Env::open(dir.path()).unwrap();
+    assert_eq!(verify_snapshot(&env), 400);
+    check(&env);
+    let r = env.read_txn().unwrap();
+    for p in 0..2 {
+        for n in 0..200 {
+            assert!(r.get(env.main_db(), &key(p, n)).unwrap().is_some());
+        }
+    }
+}
+
 /// Child roles.
 #[test]
 #[ignore = "run by the other tests in a child process"]
@@ -94,12 +132,18 @@ fn child_entry() {
     let arg: u64 = std::env::var("CAIRN_ARG").unwrap().parse().unwrap_or(0);
     let durability = if role.ends_with("-lazy") {
         Durability::Lazy
+    } else if role.ends_with("-logged") {
+        Durability::Logged
     } else {
         Durability::Durable
     };
-    let env = Env::options().durability(durability).open(&dir).unwrap();
+    let mut opts = Env::options().durability(durability);
+    if durability == Durability::Logged {
+        opts = opts.sync_every(None); // the staged power loss needs every commit in the log
+    }
+    let env = opts.open(&dir).unwrap();
     let db = env.main_db();
-    match role.trim_end_matches("-lazy") {
+    match role.trim_end_matches("-lazy").trim_end_matches("-logged") {
         // Writes 200 keys of its own (arg = process number) in small transactions while two
         // threads check snapshots.
         "writer" => {
@@ -120,6 +164,11 @@ fn child_entry() {
                 }
             });
             println!("done");
+            if durability == Durability::Logged {
+                // A crash after the last commit: no closing flush (the commits are in the
+                // log, and in this boot's page cache).
+                std::process::exit(0);
+            }
         }
         // Commits forever, printing each acknowledged commit.
         "committer" => {

@@ -10,7 +10,9 @@
 //! 4. The meta goes into a slot holding neither the previous commit nor the last steady one.
 //! 5. Durable mode: one fdatasync. Ordering between pages and meta does not matter: recovery
 //!    accepts a meta only if every page it lists verifies, else falls back to the previous one,
-//!    whose pages this commit never overwrote.
+//!    whose pages this commit never overwrote. Logged mode: before the meta, the transaction's
+//!    effects are appended to the log and the log alone is flushed (`wal`); the pages wait
+//!    for a steady commit, as in lazy mode.
 
 use crate::alloc::run_key;
 use crate::btree::{self, PageWriter};
@@ -20,6 +22,7 @@ use crate::options::Durability;
 use crate::pagebuf::PageBuf;
 use crate::recover::verify_commit;
 use crate::txn::RwTxn;
+use crate::wal;
 use std::sync::atomic::Ordering;
 
 const MAX_ROUNDS: usize = 1000;
@@ -49,16 +52,29 @@ impl RwTxn<'_> {
             return Ok(()); // Drop releases the writer state untouched.
         }
         let opts = &self.env.inner.opts;
-        let (bytes, period) = (opts.sync_bytes, opts.sync_every);
+        let (bytes, period) = (opts.sync_bytes, opts.sync_period());
         let ws = self.ws();
         if bytes.is_some_and(|limit| ws.unsynced_bytes >= limit)
             || period.is_some_and(|p| ws.last_sync.elapsed() >= p)
         {
             steady = true;
         }
+        // Logged mode: a commit is durable through its log record, or else steady.
+        let mut record = None;
+        if !steady && self.env.inner.opts.durability == Durability::Logged {
+            record = self.log_record()?;
+            steady = record.is_none();
+        }
         failpoint!("commit.begin");
-        match self.prepare_and_write(steady) {
+        match self.prepare_and_write(steady, record.as_mut()) {
             Ok(meta) => {
+                if let Some((tail, rec)) = &record {
+                    self.ws().log_tail = wal::Tail {
+                        epoch: tail.epoch,
+                        tip: wal::Link::of(&meta),
+                        offset: tail.offset + rec.len() as u64,
+                    };
+                }
                 self.publish(meta, steady);
                 Ok(())
             }
@@ -71,8 +87,51 @@ impl RwTxn<'_> {
         }
     }
 
+    /// This commit's log record and where it goes, or None when the commit must be steady: a
+    /// change the log cannot carry, a base the log's chain does not reach (a commit of a
+    /// handle in another mode), or a full log.
+    fn log_record(&mut self) -> Result<Option<(wal::Tail, Vec<u8>)>> {
+        let Some(log) = self.env.inner.log.clone() else {
+            return Ok(None);
+        };
+        let Some(effects) = self.effects.take() else {
+            return Ok(None);
+        };
+        let mut names = Vec::with_capacity(effects.dbs.len());
+        for &idx in &effects.dbs {
+            match idx {
+                0 => names.push(Vec::new()),
+                _ => match self.env.inner.db_name(idx) {
+                    Some(n) => names.push(n.into_bytes()),
+                    None => return Ok(None),
+                },
+            }
+        }
+        let epoch = self.base.steady_txnid();
+        let known = self.ws().log_tail;
+        let base = wal::Link::of(&self.base);
+        let Some(tail) = wal::find_tail(&*log, known, epoch, base)? else {
+            return Ok(None);
+        };
+        // The record's own fingerprint is the meta's, which is known only once the pages are
+        // written (`prepare_and_write` fills it in).
+        let own = wal::Link {
+            txnid: self.txnid,
+            fp: 0,
+        };
+        let rec = wal::encode(epoch, base, own, &names, &effects.ops);
+        if tail.offset + rec.len() as u64 > log.len().min(self.env.inner.opts.log_size) {
+            return Ok(None);
+        }
+        Ok(Some((tail, rec)))
+    }
+
     /// Steps 1-5; an error is fatal when it came after the meta may have reached the file.
-    fn prepare_and_write(&mut self, steady: bool) -> std::result::Result<Meta, (Error, bool)> {
+    fn prepare_and_write(
+        &mut self,
+        steady: bool,
+        record: Option<&mut (wal::Tail, Vec<u8>)>,
+    ) -> std::result::Result<Meta, (Error, bool)> {
         let soft = |e: Error| (e, false);
         self.save_catalog().map_err(soft)?;
         // The previous commit's list pages are no longer needed once this one is written.
@@ -150,6 +209,25 @@ impl RwTxn<'_> {
             inline_runs: if inline { runs } else { Vec::new() },
             boot_id: self.env.inner.storage.boot_id(),
         };
+        // Logged mode: the record is durable before the meta is written, so that a commit
+        // whose meta any process can see is one replay can rebuild.
+        if let (Some((tail, rec)), Some(log)) = (record, &self.env.inner.log) {
+            wal::seal(rec, wal::Link::of(&meta));
+            failpoint!("commit.before_log_write");
+            let end = tail.offset + rec.len() as u64;
+            let zeroed = self.ws().log_zeroed;
+            if end > zeroed {
+                let to = (end + wal::ZERO_AHEAD).min(log.len());
+                let zeros = vec![0u8; (to - end) as usize];
+                log.write_at(tail.offset, &[rec, &zeros]).map_err(soft)?;
+                self.ws().log_zeroed = to;
+            } else {
+                log.write_at(tail.offset, &[rec]).map_err(soft)?;
+            }
+            failpoint!("commit.before_log_sync");
+            log.sync().map_err(soft)?;
+            failpoint!("commit.after_log_sync");
+        }
         let slot = self.choose_slot();
         let storage = &*self.env.inner.storage;
         let fatal = |e: Error| (e, true);

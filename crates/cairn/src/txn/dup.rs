@@ -121,7 +121,11 @@ impl RwTxn<'_> {
         let mut added = 0;
         for v in values.chunks_exact(size) {
             let (_, rec, _) = self.db_state(db)?;
-            if self.put_dup(idx, rec, &cmp, key, v, flags)? {
+            if self
+                .put_dup(idx, rec, &cmp, key, v, flags)
+                .inspect_err(|e| self.log_failed(e))?
+            {
+                self.log_put(idx, &cmp, key, v);
                 added += 1;
             }
         }
@@ -148,7 +152,8 @@ impl RwTxn<'_> {
         self.dup_scratch = scratch;
         if matches!(r, Ok(true)) {
             self.set_rec(idx, rec);
+            self.log_delete(idx, &cmp, key, Some(value));
         }
-        r
+        r.inspect_err(|e| self.log_failed(e))
     }
 }

@@ -17,6 +17,8 @@ pub(crate) struct Frame {
     dbs: Vec<Option<TxnDb>>,
     freed_clean: usize,
     changed: bool,
+    /// Where the log's effects stood (None: not logged already).
+    effects: Option<usize>,
 }
 
 impl<'env> RwTxn<'env> {
@@ -29,6 +31,7 @@ impl<'env> RwTxn<'env> {
             dbs: self.dbs.clone(),
             freed_clean: self.freed_clean.len(),
             changed: self.changed,
+            effects: self.effects.as_ref().map(|e| e.mark()),
         };
         self.frames.push(frame);
         Ok(Nested {
@@ -80,6 +83,11 @@ impl<'env> RwTxn<'env> {
         self.dbs = f.dbs;
         self.freed_clean.truncate(f.freed_clean);
         self.changed = f.changed;
+        // A change the log cannot carry stays recorded as such (the commit will be steady).
+        match (f.effects, &mut self.effects) {
+            (Some(mark), Some(e)) => e.truncate(mark),
+            _ => self.effects = None,
+        }
     }
 
     fn merge_frame(&mut self) {

@@ -104,6 +104,10 @@ pub struct RwTxn<'env> {
     /// a page of another tree) or restored by a nested abort. A hint of an older epoch is
     /// never used.
     pub(super) dirty_epoch: u64,
+    /// Logged mode: the effects of this transaction's changes so far, for its log record
+    /// (`wal`); None when not logged or when a change the log cannot carry was made (the
+    /// commit is then steady).
+    pub(crate) effects: Option<crate::wal::Effects>,
 }
 
 /// The dirty leaf (and slot) the last put of database `idx` landed in. Valid while
@@ -241,6 +245,9 @@ impl<'env> RwTxn<'env> {
             dirty_epoch: 0,
             dup_scratch: Vec::new(),
             in_place: env.inner.opts.wants_map_writes(),
+            effects: (env.inner.opts.durability == crate::options::Durability::Logged
+                && env.inner.log.is_some())
+            .then(Default::default),
         }))
     }
 
@@ -426,7 +433,13 @@ impl<'env> RwTxn<'env> {
             let val = val.ok_or_else(|| {
                 Error::Invalid("RESERVE is not allowed in a DUP_SORT database".into())
             })?;
-            return self.put_dup(idx, rec, &cmp, key, val, flags).map(|_| None);
+            let added = self
+                .put_dup(idx, rec, &cmp, key, val, flags)
+                .inspect_err(|e| self.log_failed(e))?;
+            if added {
+                self.log_put(idx, &cmp, key, val);
+            }
+            return Ok(None);
         }
         self.check_put(dbflags, key, vlen)?;
         let mode = if flags.contains(PutFlags::APPEND) {
@@ -464,7 +477,10 @@ impl<'env> RwTxn<'env> {
         // Whatever the descent changed before a failure is the transaction's state now.
         self.set_rec(idx, rec);
         let r = r.map_err(|e| self.off_main(idx, e));
-        let (outcome, landed) = r.inspect_err(|_| self.put_hint = None)?;
+        let (outcome, landed) = r.inspect_err(|e| {
+            self.put_hint = None;
+            self.log_failed(e);
+        })?;
         if !from_cursor {
             // A put that freed a dirty page bumped the epoch: the streak starts over.
             let live = live.filter(|h| h.epoch == self.dirty_epoch);
@@ -482,7 +498,52 @@ impl<'env> RwTxn<'env> {
         }
         match outcome {
             btree::insert::Outcome::Exists => Err(Error::KeyExists),
-            _ => Ok(landed),
+            _ => {
+                match val {
+                    Some(v) => self.log_put(idx, &cmp, key, v),
+                    // RESERVE: the value is written after this call returns.
+                    None => self.effects = None,
+                }
+                Ok(landed)
+            }
+        }
+    }
+
+    /// A change that failed may have left part of its work in the transaction (a split made
+    /// before the disk filled up): the log cannot say what, so the commit will be steady.
+    #[cold]
+    pub(crate) fn log_failed(&mut self, e: &Error) {
+        if !matches!(e, Error::KeyExists) {
+            self.effects = None;
+        }
+    }
+
+    /// Records a put for the log (logged mode). A database in a user-supplied order cannot
+    /// be replayed before its handle sets the order again: the commit will be steady.
+    #[inline]
+    pub(crate) fn log_put(&mut self, idx: usize, cmp: &KeyCmp, key: &[u8], val: &[u8]) {
+        if self.effects.is_none() {
+            return;
+        }
+        if matches!(cmp, KeyCmp::Custom(_)) || self.env.inner.db_dup_cmp(idx).is_some() {
+            self.effects = None;
+        } else if let Some(e) = &mut self.effects {
+            e.put(idx, key, val);
+        }
+    }
+
+    /// Records a delete of `key` (all its values), or of the pair `key`/`val`.
+    pub(crate) fn log_delete(&mut self, idx: usize, cmp: &KeyCmp, key: &[u8], val: Option<&[u8]>) {
+        if self.effects.is_none() {
+            return;
+        }
+        if matches!(cmp, KeyCmp::Custom(_)) || self.env.inner.db_dup_cmp(idx).is_some() {
+            self.effects = None;
+        } else if let Some(e) = &mut self.effects {
+            match val {
+                Some(v) => e.delete_pair(idx, key, v),
+                None => e.delete(idx, key),
+            }
         }
     }
 
@@ -552,8 +613,12 @@ impl<'env> RwTxn<'env> {
         };
         if matches!(r, Ok(true)) {
             self.set_rec(idx, rec);
+            self.log_delete(idx, &cmp, key, None);
         }
-        r.map_err(|e| self.off_main(idx, e))
+        r.map_err(|e| {
+            self.log_failed(&e);
+            self.off_main(idx, e)
+        })
     }
 
     /// A write to database `idx` that met a named database's node (`Incompatible`): in the
@@ -583,6 +648,7 @@ impl<'env> RwTxn<'env> {
                 let mut rec = cur;
                 rec.flags = persistent.bits() as u16;
                 self.set_rec(0, rec);
+                self.effects = None;
                 self.env.inner.set_db_flags(0, persistent);
             }
             return Ok(self.env.main_db());
@@ -654,6 +720,8 @@ impl<'env> RwTxn<'env> {
             Named::Absent if flags.contains(DbFlags::CREATE) => {
                 // The handle first: a full handle table (max_dbs) changes nothing.
                 let db = self.env.inner.register_db(name, persistent)?;
+                // Replay opens databases by name: creating one is not logged.
+                self.effects = None;
                 let idx = db.idx as usize;
                 let rec = DbRecord {
                     flags: persistent.bits() as u16,
@@ -705,6 +773,7 @@ impl<'env> RwTxn<'env> {
     pub fn clear_db(&mut self, db: Database) -> Result<()> {
         // Emptying needs no order: allowed whatever order the database is kept in.
         let (idx, rec, cmp, _) = self.db_state_for(db, false)?;
+        self.effects = None;
         let names = if idx == 0 {
             crate::catalog::catalog_entries(self, &rec)?
         } else {

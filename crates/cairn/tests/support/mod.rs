@@ -342,6 +342,94 @@ pub fn read_write_read(env: &Env) {
     }
 }
 
+/// A logged environment's two files as a power loss leaves them: the data file at its last
+/// flush (named databases) and the commit log holding the commits after it (puts, deletes, a
+/// nested level aborted). No sorted duplicates: [`read_everything`] reads one value a key
+/// (tests/logged.rs replays those). The base that target `replay_log`'s
+/// edit scripts damage.
+pub fn base_log() -> &'static (Vec<u8>, Vec<u8>) {
+    static IMG: std::sync::OnceLock<(Vec<u8>, Vec<u8>)> = std::sync::OnceLock::new();
+    IMG.get_or_init(|| {
+        let data = Arc::new(SimStorage::new(64 << 20).expect("sim"));
+        let log = Arc::new(SimStorage::new(1 << 20).expect("sim"));
+        let opts = Env::options()
+            .durability(cairn::Durability::Logged)
+            .sync_every(None)
+            .log_size(64 << 10)
+            .max_dbs(4);
+        let env = Env::with_storages(data.clone(), log.clone(), opts).expect("env");
+        let main = env.main_db();
+        let mut w = env.write_txn().expect("txn");
+        let side = w
+            .create_db(Some("side"), cairn::DbFlags::CREATE)
+            .expect("db");
+        let more = w
+            .create_db(Some("more"), cairn::DbFlags::CREATE)
+            .expect("db");
+        for i in 0..100u32 {
+            w.put(
+                main,
+                format!("key{i:04}").as_bytes(),
+                b"base",
+                PutFlags::empty(),
+            )
+            .expect("put");
+        }
+        w.commit().expect("commit");
+        env.sync().expect("sync");
+        let flushed = data.image();
+        for t in 0..6u32 {
+            let mut w = env.write_txn().expect("txn");
+            for i in 0..8 {
+                let k = format!("key{:04}", (t * 37 + i * 11) % 120);
+                w.put(main, k.as_bytes(), &[t as u8; 20], PutFlags::empty())
+                    .expect("put");
+                w.put(side, &(t * 8 + i).to_be_bytes(), b"s", PutFlags::empty())
+                    .expect("put");
+                w.put(more, format!("{t}{i}").as_bytes(), b"m", PutFlags::empty())
+                    .expect("put");
+            }
+            w.delete(main, format!("key{:04}", t * 13).as_bytes())
+                .expect("del");
+            w.delete_pair(more, format!("{t}0").as_bytes(), b"m")
+                .expect("del");
+            {
+                let mut n = w.nested().expect("nested");
+                n.put(main, b"aborted", b"x", PutFlags::empty())
+                    .expect("put");
+            }
+            w.commit().expect("commit");
+        }
+        let records = log.image();
+        std::mem::forget(env); // no closing flush: the log holds the commits
+        (flushed, records)
+    })
+}
+
+/// Target `replay_log`: an edit script (5-byte edits: u32 offset, byte) over [`base_log`]'s
+/// log; if the first byte is odd every record is sealed again afterwards, so the damage passes
+/// the checksums and meets the decoders. The first open replays what it can: a typed error of
+/// the file kind, or an environment that reads, writes and reads again soundly.
+pub fn replay_log(data: &[u8]) {
+    let (flushed, base) = base_log();
+    let mut log = base.clone();
+    for e in data.get(1..).unwrap_or(&[]).chunks_exact(5) {
+        let at = u32::from_le_bytes([e[0], e[1], e[2], e[3]]) as usize % log.len().max(1);
+        if let Some(b) = log.get_mut(at) {
+            *b = e[4];
+        }
+    }
+    if data.first().is_some_and(|b| b & 1 == 1) {
+        cairn::wal::reseal_all(&mut log);
+    }
+    let d = Arc::new(SimStorage::from_image(flushed, 64 << 20).expect("sim"));
+    let l = Arc::new(SimStorage::from_image(&log, 1 << 20).expect("sim"));
+    match Env::with_storages(d, l, Env::options().max_dbs(8)) {
+        Ok(env) => read_write_read(&env),
+        Err(e) => drop(check_err(e, "replay")),
+    }
+}
+
 /// Target `decode_pages`: every decoder of `cairn::format` over arbitrary bytes, as a meta
 /// slot, a page of each kind at the page size the first byte picks, a database record.
 pub fn decode_pages(data: &[u8]) {
@@ -394,21 +482,29 @@ pub fn decode_pages(data: &[u8]) {
 /// I/O errors injected (disk full, EIO on write, EIO on flush). An error comes back for what
 /// failed; nothing committed is lost; a poisoned environment, reopened, holds either the last
 /// committed state or the one whose commit failed after its record was written; reads never
-/// differ from the model. Each sequence runs twice: durable, and lazy with pages written in
-/// place (a reopen then keeps the boot, as after a process crash).
+/// differ from the model. Each sequence runs three times: durable; lazy with pages written in
+/// place (a reopen then keeps the boot, as after a process crash); logged, with the commit
+/// log on a second simulated disk that faults are injected into too (a reopen is a new boot:
+/// unflushed commits come back through the log's replay).
 pub fn ops_model(data: &[u8]) {
-    ops_model_in(data, false);
-    ops_model_in(data, true);
+    ops_model_in(data, cairn::Durability::Durable);
+    ops_model_in(data, cairn::Durability::Lazy);
+    ops_model_in(data, cairn::Durability::Logged);
 }
 
-fn ops_model_in(data: &[u8], lazy: bool) {
-    let opts = || match lazy {
-        true => Env::options().durability(cairn::Durability::Lazy),
-        false => Env::options(),
+fn ops_model_in(data: &[u8], mode: cairn::Durability) {
+    let lazy = mode == cairn::Durability::Lazy;
+    let logged = mode == cairn::Durability::Logged;
+    // A small log: records stop fitting now and then, and images stay cheap to copy.
+    let opts = || Env::options().durability(mode).log_size(256 << 10);
+    let open = |sim: &Arc<SimStorage>, log: &Arc<SimStorage>| match logged {
+        true => Env::with_storages(sim.clone(), log.clone(), opts()),
+        false => Env::with_storage(sim.clone(), opts()),
     };
     let mut sim = Arc::new(SimStorage::new(64 << 20).expect("sim"));
-    sim.set_map_writes(lazy);
-    let mut env = Env::with_storage(sim.clone(), opts()).expect("env");
+    let mut log = Arc::new(SimStorage::new(1 << 20).expect("sim"));
+    sim.set_map_writes(mode != cairn::Durability::Durable);
+    let mut env = open(&sim, &log).expect("env");
     let mut committed = Table::new();
     let mut i = 0;
     let byte = |i: &mut usize| {
@@ -446,7 +542,9 @@ fn ops_model_in(data: &[u8], lazy: bool) {
                     w.delete(db, &k).map(|_| ())
                 }
                 6 => {
-                    sim.inject(fault_of(byte(&mut i)), u64::from(byte(&mut i) % 8));
+                    let f = byte(&mut i);
+                    let disk = if logged && f & 0x40 != 0 { &log } else { &sim };
+                    disk.inject(fault_of(f), u64::from(byte(&mut i) % 8));
                     Ok(())
                 }
                 _ => {
@@ -473,6 +571,7 @@ fn ops_model_in(data: &[u8], lazy: bool) {
             }
         }
         sim.heal();
+        log.heal();
         // Reads see exactly the committed state, or (poisoned) a reopen decides.
         let seen = match env.read_txn() {
             Ok(_) => Some(read_main(&env)),
@@ -486,9 +585,10 @@ fn ops_model_in(data: &[u8], lazy: bool) {
                 drop(env);
                 let next = SimStorage::from_image(&sim.image(), 64 << 20).expect("sim");
                 let next = if lazy { next.same_boot_as(&sim) } else { next };
-                next.set_map_writes(lazy);
+                next.set_map_writes(mode != cairn::Durability::Durable);
                 sim = Arc::new(next);
-                env = Env::with_storage(sim.clone(), opts()).expect("reopen");
+                log = Arc::new(SimStorage::from_image(&log.image(), 1 << 20).expect("sim"));
+                env = open(&sim, &log).expect("reopen");
                 let t = read_main(&env);
                 assert!(
                     t == committed || t == pending,
