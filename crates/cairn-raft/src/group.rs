@@ -134,7 +134,7 @@ async fn propose(raft: &Raft, group: Vec<Pending>) {
                 };
                 let response = Response {
                     error,
-                    batches: Vec::new(),
+                    ..Response::default()
                 };
                 let _ = reply.send(Ok(Written { index, response }));
             }

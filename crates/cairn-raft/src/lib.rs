@@ -28,7 +28,9 @@
 #![allow(clippy::result_large_err)]
 
 pub mod cluster;
+pub mod ext;
 mod group;
+pub mod history;
 mod log;
 pub mod memnet;
 pub mod net;

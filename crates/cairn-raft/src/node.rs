@@ -6,9 +6,10 @@
 //! acknowledged before the read began, on any node that answers it (a node that is not the
 //! leader refuses, naming the leader it knows).
 
+use crate::ext::Extension;
 use crate::group::{write_error, Grouper};
 use crate::raft::{Config, Node as Member, NodeId, Raft, RaftMetrics, TypeConfig};
-use crate::types::{check_ops, Op, Response};
+use crate::types::{check_ops, Op, Request, Response};
 use crate::{Error, Storage};
 use openraft::error::{CheckIsLeaderError, RaftError};
 use openraft::network::RaftNetworkFactory;
@@ -50,8 +51,23 @@ impl Node {
         config: Config,
         network: N,
     ) -> Result<Node, Error> {
+        Node::start_with(id, dir, config, network, None).await
+    }
+
+    /// [`Node::start`], with the state machine's extension (src/ext.rs) if `extension`.
+    pub async fn start_with<N: RaftNetworkFactory<TypeConfig>>(
+        id: NodeId,
+        dir: &Path,
+        config: Config,
+        network: N,
+        extension: Option<Arc<dyn Extension>>,
+    ) -> Result<Node, Error> {
         let config = Arc::new(config.validate().map_err(any)?);
         let storage = Storage::open(dir)?;
+        if let Some(x) = extension {
+            // A fresh Storage: the cell is empty.
+            let _ = storage.shared.extension.set(x);
+        }
         let raft = Raft::new(
             id,
             config,
@@ -94,13 +110,28 @@ impl Node {
         if let Err(why) = check_ops(&ops) {
             return Ok(Written {
                 index: None,
-                response: Response {
-                    error: Some(why),
-                    batches: Vec::new(),
-                },
+                response: Response::refused(why),
             });
         }
         self.grouper.write(ops).await
+    }
+
+    /// Replicates and applies any request (an extension entry, say) as one log entry of its
+    /// own (not grouped); returns once it is committed and applied on this node (the leader).
+    pub async fn propose(&self, req: Request) -> Result<Written, Error> {
+        if let Err(why) = req.check() {
+            return Ok(Written {
+                index: None,
+                response: Response::refused(why),
+            });
+        }
+        match self.raft.client_write(req).await {
+            Ok(r) => Ok(Written {
+                index: Some(r.log_id.index),
+                response: r.data,
+            }),
+            Err(e) => Err(write_error(e)),
+        }
     }
 
     /// A linearizable read (read index): this node confirms it still leads, waits until it

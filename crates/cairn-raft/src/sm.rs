@@ -15,6 +15,7 @@
 //!   request and on limits every replica shares. Any other Cairn error is a storage error,
 //!   which stops the node (openraft treats state-machine errors as fatal).
 
+use crate::ext::Extension;
 use crate::raft::storage::{EntryPayload, OptionalSend, RaftStateMachine, StorageIOError};
 use crate::raft::TypeConfig;
 use crate::raft::{Entry, LogId, Snapshot, SnapshotMeta, StorageError, StoredMembership};
@@ -93,11 +94,11 @@ fn apply_batch(w: &mut RwTxn<'_>, ops: &[Op]) -> Res<Option<String>> {
 }
 
 /// Applies one client request: a batch, or a group of batches each applied on its own.
-fn apply_request(w: &mut RwTxn<'_>, req: &Request) -> Res<Response> {
+fn apply_request(w: &mut RwTxn<'_>, req: &Request, ext: Option<&dyn Extension>) -> Res<Response> {
     match req {
         Request::Write(ops) => Ok(Response {
             error: apply_batch(w, ops)?,
-            batches: Vec::new(),
+            ..Response::default()
         }),
         Request::Group(batches) => {
             let mut out = Vec::with_capacity(batches.len());
@@ -105,16 +106,50 @@ fn apply_request(w: &mut RwTxn<'_>, req: &Request) -> Res<Response> {
                 out.push(apply_batch(w, ops)?);
             }
             Ok(Response {
-                error: None,
                 batches: out,
+                ..Response::default()
             })
+        }
+        Request::Ext { name, payload } => apply_ext(w, name, payload, ext),
+    }
+}
+
+/// Applies an extension entry in a nested transaction of `w` (src/ext.rs's contract); an
+/// entry for an extension this node lacks is a storage error.
+fn apply_ext(
+    w: &mut RwTxn<'_>,
+    name: &str,
+    payload: &[u8],
+    ext: Option<&dyn Extension>,
+) -> Res<Response> {
+    let ext = ext.filter(|x| x.name() == name).ok_or_else(|| {
+        msg(format!(
+            "an entry for extension {name:?}, which this node lacks"
+        ))
+    })?;
+    let mut n = w.nested().map_err(err)?;
+    match ext.apply(&mut n, payload).map_err(err)? {
+        Ok(data) => {
+            n.commit().map_err(err)?;
+            Ok(Response {
+                data,
+                ..Response::default()
+            })
+        }
+        Err(why) => {
+            n.abort();
+            Ok(Response::refused(why))
         }
     }
 }
 
 /// Applies `entries` in one transaction, committed without a flush (see the module's
 /// invariants).
-pub(crate) fn apply_entries(env: &cairn::Env, entries: &[Entry]) -> Res<Vec<Response>> {
+pub(crate) fn apply_entries(
+    env: &cairn::Env,
+    entries: &[Entry],
+    ext: Option<&dyn Extension>,
+) -> Res<Vec<Response>> {
     let mut w = env.write_txn().map_err(err)?;
     let sm = db(&mut w, SM_DB).map_err(err)?;
     let mut out = Vec::with_capacity(entries.len());
@@ -122,7 +157,7 @@ pub(crate) fn apply_entries(env: &cairn::Env, entries: &[Entry]) -> Res<Vec<Resp
     for e in entries {
         match &e.payload {
             EntryPayload::Blank => out.push(Response::default()),
-            EntryPayload::Normal(req) => out.push(apply_request(&mut w, req)?),
+            EntryPayload::Normal(req) => out.push(apply_request(&mut w, req, ext)?),
             EntryPayload::Membership(m) => {
                 membership = Some(StoredMembership::new(Some(e.log_id), m.clone()));
                 out.push(Response::default());
@@ -167,7 +202,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let entries: Vec<Entry> = entries.into_iter().collect();
         self.shared
             .blocking(move |s| {
-                s.with_env(|env| apply_entries(env, &entries))
+                let ext = s.extension.get().map(|x| &**x);
+                s.with_env(|env| apply_entries(env, &entries, ext))
                     .map_err(|e| StorageIOError::write_state_machine(e).into())
             })
             .await

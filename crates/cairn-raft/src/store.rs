@@ -70,6 +70,8 @@ pub struct Shared {
     pub(crate) receiving: Mutex<Vec<PathBuf>>,
     /// Source of unique file names (snapshot files, received data, environment directories).
     seq: AtomicU64,
+    /// The state machine's extension, if the node has one (src/ext.rs); set before Raft runs.
+    pub(crate) extension: std::sync::OnceLock<Arc<dyn crate::ext::Extension>>,
 }
 
 /// The options every environment of a node is opened with.
@@ -247,5 +249,6 @@ pub fn open(dir: &Path) -> Res<Arc<Shared>> {
         receiving: Mutex::new(Vec::new()),
         // seq0 may have named the environment just created; later names come after it.
         seq: AtomicU64::new(seq0 + 1),
+        extension: std::sync::OnceLock::new(),
     }))
 }

@@ -57,6 +57,14 @@ pub enum Request {
     /// `Write` would be, atomically and refused on its own, in order; the entry's response
     /// holds one outcome per batch. Added after `Write`, so `Write`'s encoding is unchanged.
     Group(Vec<Vec<Op>>),
+    /// An entry for the extension named `name` (src/ext.rs), applied by it. Added after
+    /// `Group`, so the earlier variants' encodings are unchanged.
+    Ext {
+        /// The extension's name.
+        name: String,
+        /// What the extension decodes.
+        payload: Vec<u8>,
+    },
 }
 
 /// Why the write batch `ops` must be refused (see [`Request::check`]).
@@ -84,6 +92,7 @@ impl Request {
         match self {
             Request::Write(ops) => check_ops(ops),
             Request::Group(batches) => batches.iter().try_for_each(|ops| check_ops(ops)),
+            Request::Ext { .. } => Ok(()),
         }
     }
 }
@@ -99,6 +108,18 @@ pub struct Response {
     /// For a [`Request::Group`] entry, the outcome of each batch in order (as `error` is for
     /// one batch); empty for every other entry.
     pub batches: Vec<Option<String>>,
+    /// An applied extension entry's answer (empty for every other entry).
+    pub data: Vec<u8>,
+}
+
+impl Response {
+    /// The answer of a refused entry or batch.
+    pub(crate) fn refused(why: String) -> Response {
+        Response {
+            error: Some(why),
+            ..Response::default()
+        }
+    }
 }
 
 /// Encodes a stored value.

@@ -6,9 +6,15 @@
 //! batch crosses the network as one entry; at the end
 //! every acknowledged write is in every node's applied state, read from each node locally.
 //!
+//! Beside the write load, recording clients put and read (linearizable reads, on the leader)
+//! a few contended keys of database `lin` across the leader's kill and the election after
+//! it; their history must be linearizable (`cairn_raft::history`; a put whose answer was lost
+//! with the killed leader counts as possibly applied at any later time).
+//!
 //! Every wait polls with a generous deadline (the machine may be loaded).
 
 use cairn_raft::cluster::Client;
+use cairn_raft::history::{check, History, Outcome, Workload};
 use cairn_raft::net::request;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -20,6 +26,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(40);
+/// Recording clients, the keys they share, and the most operations each performs.
+const CLIENTS: u64 = 3;
+const KEYS: u64 = 3;
+const MAX_OPS: usize = 200;
+/// One recorded operation's HTTP timeout (its outcome is then unknown).
+const OP_TIMEOUT: Duration = Duration::from_secs(2);
 
 struct Proc {
     id: u64,
@@ -100,6 +112,89 @@ async fn agreed_leader(addrs: &[String], ids: &[u64]) -> u64 {
     .await
 }
 
+/// One attempt of a recorded operation at `addr`: a put of `put` through `POST /write`, or a
+/// linearizable `GET /read` of `key`. No retries: an attempt that fails after it may have been
+/// proposed has an unknown outcome. A refused connection, or a 421 for openraft's
+/// `ForwardToLeader` (a node that was not leader when asked, or whose proposal was truncated
+/// away: openraft answers pending writes so only then), certainly did not apply the put. Also
+/// returns the leader a 421 named.
+async fn attempt(addr: &str, key: &str, put: &Option<String>) -> (Outcome, Option<String>) {
+    let (path, body) = match put {
+        Some(v) => {
+            let ops = json!({ "ops": [{ "db": "lin", "key": key, "value": v }] });
+            (
+                "/write".to_string(),
+                Some(("application/json", ops.to_string().into_bytes())),
+            )
+        }
+        None => (format!("/read?db=lin&key={key}"), None),
+    };
+    let a = match request(addr, &path, body, OP_TIMEOUT).await {
+        Ok(a) => a,
+        Err(e) if e.unreachable => return (Outcome::Refused, None),
+        Err(_) => return (Outcome::Unknown, None),
+    };
+    let v: Value = serde_json::from_slice(&a.body).unwrap_or(Value::Null);
+    match (a.status, put) {
+        (200, Some(_)) => (Outcome::Written, None),
+        (200, None) => {
+            let value = v["value"].as_str().map(str::to_string);
+            (Outcome::Read(value), None)
+        }
+        (421, _) => {
+            let forward = v["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("has to forward request to"));
+            let outcome = if forward {
+                Outcome::Refused
+            } else {
+                Outcome::Unknown
+            };
+            (outcome, v["leader_addr"].as_str().map(str::to_string))
+        }
+        _ => (Outcome::Unknown, None),
+    }
+}
+
+/// A recording client: performs its workload through the node it believes leads (the one a
+/// 421 names, else the next address) until `stop` or `MAX_OPS`.
+async fn recording_client(
+    addrs: Vec<String>,
+    c: u64,
+    history: Arc<History>,
+    stop: Arc<AtomicBool>,
+) {
+    let mut w = Workload::new(c, KEYS);
+    let mut leader: Option<String> = None;
+    let mut next = c as usize;
+    for _ in 0..MAX_OPS {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let (key, put) = w.next_op();
+        let addr = leader.clone().unwrap_or_else(|| {
+            next += 1;
+            addrs[next % addrs.len()].clone()
+        });
+        let mut hint = None;
+        let outcome = history
+            .perform(c, &key, put.clone(), async {
+                let (o, h) = attempt(&addr, &key, &put).await;
+                hint = h;
+                o
+            })
+            .await;
+        if matches!(outcome, Outcome::Unknown | Outcome::Refused) {
+            leader = hint;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        } else {
+            leader = Some(addr);
+        }
+        // Pace the clients so that a few hundred operations span the kill.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn processes_survive_a_killed_leader_and_rebuild_a_follower_by_snapshot() {
     let t = Instant::now();
@@ -160,6 +255,13 @@ async fn processes_survive_a_killed_leader_and_rebuild_a_follower_by_snapshot() 
             }
         }));
     }
+    let history = Arc::new(History::new());
+    let recorders: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let (h, stop) = (history.clone(), stop.clone());
+            tokio::spawn(recording_client(addrs(&procs), c, h, stop))
+        })
+        .collect();
     let count = || acked.lock().unwrap().len();
     poll("300 writes", || async { (count() >= 300).then_some(()) }).await;
 
@@ -168,6 +270,7 @@ async fn processes_survive_a_killed_leader_and_rebuild_a_follower_by_snapshot() 
     let old = procs.remove(&leader).unwrap();
     let old_addr = old.addr.clone();
     drop(old);
+    let killed_at = history.now();
     eprintln!(
         "{:?}: killed leader {leader} after {before} writes",
         t.elapsed()
@@ -179,10 +282,29 @@ async fn processes_survive_a_killed_leader_and_rebuild_a_follower_by_snapshot() 
         (count() >= before + 300).then_some(())
     })
     .await;
+    poll("40 recorded operations after the kill", || async {
+        let after = history
+            .operations()
+            .iter()
+            .filter(|o| o.call > killed_at)
+            .count();
+        (after >= 40).then_some(())
+    })
+    .await;
     stop.store(true, Ordering::Relaxed);
-    for l in load {
+    for l in load.into_iter().chain(recorders) {
         l.await.unwrap();
     }
+    let ops = history.operations();
+    let after = ops.iter().filter(|o| o.call > killed_at).count();
+    let started = Instant::now();
+    let done = check(&ops, 5_000_000).unwrap_or_else(|e| panic!("{e}"));
+    assert!(done.reads >= 20, "{} reads recorded", done.reads);
+    eprintln!(
+        "{:?}: history: {done} (checked in {:?}); {after} invoked after the kill",
+        t.elapsed(),
+        started.elapsed()
+    );
     eprintln!(
         "{:?}: {} writes acknowledged, {} client calls gave up",
         t.elapsed(),
