@@ -6,8 +6,8 @@
 //!   index order): appends extend it at the end, `truncate` cuts an end, `purge` a start.
 //! - `raft.meta/purged` is the last purged log id, written in the transaction that deletes the
 //!   entries, so the log's lower bound survives an empty log and a crash.
-//! - Every write but `save_committed` is one durable Cairn commit (`commit_durable`: commit,
-//!   then flush), finished before the call returns (and, for an append, before openraft's
+//! - Every write but `save_committed` is one durable Cairn commit (`commit_durable`: a
+//!   logged commit, its record flushed), finished before the call returns (and, for an append, before openraft's
 //!   flush callback fires); Cairn's single writer serializes them. `save_committed` commits
 //!   without a flush: the value is advisory (store.rs, `env_options`).
 
@@ -66,7 +66,7 @@ fn write_meta<T: serde::Serialize>(env: &Env, name: &[u8], v: &T, durable: bool)
     if durable {
         commit_durable(env, w).map_err(err)
     } else {
-        w.commit().map_err(err)
+        w.commit_no_sync().map_err(err)
     }
 }
 

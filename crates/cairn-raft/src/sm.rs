@@ -175,7 +175,7 @@ pub(crate) fn apply_entries(
     }
     // Not flushed (see the module's invariants): the entries are durable in the log, on a
     // majority, before openraft applies them. A flush here was one of three per entry.
-    w.commit().map_err(err)?;
+    w.commit_no_sync().map_err(err)?;
     Ok(out)
 }
 

@@ -76,28 +76,29 @@ pub struct Shared {
 
 /// The options every environment of a node is opened with.
 pub(crate) fn env_options() -> cairn::EnvOptions {
-    // Lazy mode with no automatic flush: a plain `commit` is not flushed, and every write
-    // that must be durable when its call returns (log appends, the vote, truncate, purge, the
-    // snapshot record, an install) goes through `commit_durable`. Only `apply` (sm.rs) and
-    // `save_committed` (log.rs) commit without a flush: what they write is rebuilt from the
-    // flushed log after a power loss (docs/replication.md, "Apply is idempotent across
-    // crashes"). A killed process loses nothing either way: its commits are in the page
-    // cache. More handles than the default 128, since every client database takes one. The
-    // page size is pinned: it sets the largest key, and a batch refused for its key size must
-    // be refused on every replica alike (sm.rs).
+    // Logged mode (docs/design.md "Logged commits") with no timed flush: every write that must
+    // be durable when its call returns (log appends, the vote, truncate, purge, the snapshot
+    // record, an install) is a plain commit, made durable by one flush of the commit log's
+    // record, not of its pages. `apply` (sm.rs) and `save_committed` (log.rs) commit with
+    // `commit_no_sync`: their records ride on the next flushed one, and what they write is
+    // rebuilt from the flushed Raft log after a power loss anyway (docs/replication.md, "Apply
+    // is idempotent across crashes"). A killed process loses nothing either way: its commits
+    // are in the page cache. More handles than the default 128, since every client database
+    // takes one. The page size is pinned: it sets the largest key, and a batch refused for its
+    // key size must be refused on every replica alike (sm.rs).
     Env::options()
         .max_dbs(4096)
         .page_size(4096)
-        .durability(Durability::Lazy)
+        .durability(Durability::Logged)
         .sync_every(None)
         .sync_every_bytes(None)
 }
 
-/// Commits `w` and flushes the environment before returning: this commit and every earlier
-/// one (the unflushed applies too) survive a power loss. One fdatasync.
-pub(crate) fn commit_durable(env: &Env, w: RwTxn<'_>) -> cairn::Result<()> {
-    w.commit()?;
-    env.sync()
+/// Commits `w` durably before returning: this commit and every earlier one (the unflushed
+/// applies too: their log records precede this one's, or, when one of them could not be
+/// logged, this commit flushes the data file instead) survive a power loss. One fdatasync.
+pub(crate) fn commit_durable(_env: &Env, w: RwTxn<'_>) -> cairn::Result<()> {
+    w.commit()
 }
 
 impl Shared {
