@@ -10,12 +10,15 @@
 //!   one sub-tree page per level, not its values). The forms are the ones the write path
 //!   picks: one value, a plain node; an inline set while its node fits `dups_node_max`;
 //!   beyond, a sub-tree (never back: that happens only on deletes).
-//! - The digest ([`super::PairHash`]) is taken from the nodes and values as they lie in the
-//!   page images just built (read through the format's read side), in pair order; a value on
-//!   overflow pages is hashed from the bytes handed to the write.
+//! - Every pair is read back, right after it is placed, from the page image just built
+//!   (through the format's read side: the node's key, its value or overflow reference, the
+//!   inline set, the sub-tree leaf) and compared with the pair given; a difference is an
+//!   error. This is the migration's verification in place of reading the new file back. A
+//!   value on overflow pages is written from the bytes given (its reference and length are
+//!   compared).
 
 use super::tree::Tree;
-use super::{BulkWriter, PairHash};
+use super::BulkWriter;
 use crate::db::{cmp_for, dup_cmp_for, DbFlags};
 use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, DupSet, DupSetBuilder, KeyCmp, NodeIn, NF_BIG, NF_DB, NF_DUPS, NF_SUBTREE};
@@ -26,10 +29,9 @@ use std::cmp::Ordering;
 pub struct Loaded {
     /// The database's record (for the meta, or for its name's node in the main database).
     pub record: DbRecord,
-    /// Pairs loaded (named databases' records in the main database not counted).
+    /// Pairs loaded and read back (named databases' records in the main database not
+    /// counted).
     pub pairs: u64,
-    /// The digest of those pairs, as read back from the pages built.
-    pub digest: u64,
 }
 
 /// The values of the current DUPSORT key not yet in a sub-tree.
@@ -58,7 +60,6 @@ pub struct DbLoad {
     /// DUPSORT: the value order and whether values have one size (DUPFIXED).
     dups: Option<(KeyCmp, bool)>,
     tree: Tree,
-    hash: PairHash,
     pairs: u64,
     /// Entries of the record (pairs plus named databases' records).
     entries: u64,
@@ -95,7 +96,6 @@ impl DbLoad {
             kcmp,
             dups,
             tree: Tree::new(ps, hinted, None),
-            hash: PairHash::new(),
             pairs: 0,
             entries: 0,
             extra: DbRecord::default(),
@@ -165,7 +165,9 @@ impl DbLoad {
             )?;
             let p = format::Page::new(b, 0)?;
             let n = p.node(i)?;
-            self.hash.add(n.key, n.val);
+            if n.key != k || n.val != v || n.flags != 0 {
+                return Err(misread(k));
+            }
         } else {
             let (pg, span) = sink.overflow(v)?;
             self.extra.overflow_pages += span;
@@ -181,10 +183,9 @@ impl DbLoad {
             )?;
             let p = format::Page::new(b, 0)?;
             let n = p.node(i)?;
-            if format::decode_u64(n.val)? != pg || n.vlen as usize != v.len() {
-                return Err(Error::internal("an overflow reference reads back wrong"));
+            if n.key != k || format::decode_u64(n.val)? != pg || n.vlen as usize != v.len() {
+                return Err(misread(k));
             }
-            self.hash.add(n.key, v);
         }
         if self.dups.is_none() {
             self.key.clear();
@@ -274,8 +275,9 @@ impl DbLoad {
             }
         }
         if let Some(sub) = &mut self.sub {
-            let got = sub_push(sub, &mut w.sink, v)?;
-            self.hash.add(&self.key, got);
+            if sub_push(sub, &mut w.sink, v)? != v {
+                return Err(misread(k));
+            }
             return Ok(());
         }
         self.held.data.extend_from_slice(v);
@@ -290,8 +292,10 @@ impl DbLoad {
                 fixed.then_some(v.len()),
             );
             for i in 0..n {
-                let got = sub_push(&mut sub, &mut w.sink, self.held.get(i))?;
-                self.hash.add(&self.key, got);
+                let v = self.held.get(i);
+                if sub_push(&mut sub, &mut w.sink, v)? != v {
+                    return Err(misread(&self.key));
+                }
             }
             self.held.clear();
             self.sub = Some(sub);
@@ -352,11 +356,13 @@ impl DbLoad {
         let p = format::Page::new(page, 0)?;
         let nd = p.node(i)?;
         let set = DupSet::new(nd.val, fixed)?;
-        if set.len() != n {
-            return Err(Error::internal("an inline set reads back with another count"));
+        if nd.key != key || nd.flags != NF_DUPS || set.len() != n {
+            return Err(misread(key));
         }
         for j in 0..n {
-            self.hash.add(nd.key, set.get(j)?);
+            if set.get(j)? != self.held.get(j) {
+                return Err(misread(key));
+            }
         }
         self.pairs += n as u64;
         self.entries += n as u64;
@@ -364,7 +370,7 @@ impl DbLoad {
         Ok(())
     }
 
-    /// Completes the database: its record, pair count and digest.
+    /// Completes the database: its record and pair count.
     pub fn finish(mut self, w: &mut BulkWriter) -> Result<Loaded> {
         if self.dups.is_some() && self.has_key {
             self.end_key(w)?;
@@ -379,9 +385,17 @@ impl DbLoad {
         Ok(Loaded {
             record,
             pairs: self.pairs,
-            digest: self.hash.finish(),
         })
     }
+}
+
+/// The error for a pair that does not read back from its page as it was given (a bug in the
+/// builder or the format, never the input's fault).
+#[cold]
+fn misread(k: &[u8]) -> Error {
+    Error::internal(format!(
+        "bulk build: the pair of key {k:?} does not read back from its page as given"
+    ))
 }
 
 /// Pushes a value into a sub-tree (packed or slotted leaves); returns it as it lies there.

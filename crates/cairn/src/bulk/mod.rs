@@ -20,9 +20,9 @@
 //!   root) is written last, then the file is flushed once: until [`BulkWriter::finish`]
 //!   returns, the file is not a database anyone should open, and the caller keeps it under a
 //!   name no one opens (migrate's staging file).
-//! - A digest of the pairs is taken from the page images as they are built (each node read back
-//!   through the format's read side right after it is placed), so that a caller can compare it
-//!   with a digest of its source without reading the file back.
+//! - Every pair is read back from its page image right after it is placed (through the
+//!   format's read side) and compared with the pair given (`load.rs`): a caller knows the file
+//!   holds what it was given without reading it back.
 
 mod load;
 mod tree;
@@ -33,9 +33,7 @@ use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, Meta, WrittenRun, SECTOR};
 use std::collections::VecDeque;
 use std::fs::File;
-use std::hash::Hasher;
 use std::path::Path;
-use twox_hash::XxHash3_64;
 
 /// The transaction id stamped on every page and on the commit record: one past the empty first
 /// commit a created file starts with, as if the whole load were the file's first write.
@@ -48,55 +46,6 @@ const WRITEBACK_EVERY: u64 = 32 << 20;
 /// Most pages the commit record lists for recovery to verify at open (the last ones written:
 /// the root and the top of every level above the leaves).
 const VERIFIED_TAIL: u64 = 64;
-
-/// The digest of a database's pairs: XXH3-64 over each pair's key length, key, value length and
-/// value, in order. Small pairs are gathered into a buffer and hashed in large pieces (the
-/// streaming hasher's cost is per call).
-pub struct PairHash {
-    h: XxHash3_64,
-    buf: Vec<u8>,
-}
-
-impl Default for PairHash {
-    fn default() -> Self {
-        PairHash::new()
-    }
-}
-
-impl PairHash {
-    /// An empty digest.
-    pub fn new() -> PairHash {
-        PairHash {
-            h: XxHash3_64::with_seed(0),
-            buf: Vec::with_capacity(1 << 16),
-        }
-    }
-
-    /// Adds one pair.
-    #[inline]
-    pub fn add(&mut self, k: &[u8], v: &[u8]) {
-        self.buf.extend_from_slice(&(k.len() as u64).to_le_bytes());
-        self.buf.extend_from_slice(k);
-        self.buf.extend_from_slice(&(v.len() as u64).to_le_bytes());
-        if v.len() > 4096 {
-            self.h.write(&self.buf);
-            self.buf.clear();
-            self.h.write(v);
-        } else {
-            self.buf.extend_from_slice(v);
-        }
-        if self.buf.len() >= 1 << 16 {
-            self.h.write(&self.buf);
-            self.buf.clear();
-        }
-    }
-
-    /// The digest.
-    pub fn finish(mut self) -> u64 {
-        self.h.write(&self.buf);
-        self.h.finish()
-    }
-}
 
 /// Where completed pages go: numbered, sealed, gathered and written in order.
 pub(crate) struct Sink {

@@ -4,6 +4,8 @@
 //! first needed; [`Tree::finish`] completes the open pages bottom-up and returns the record.
 //!
 //! Invariants:
+//! - Pages are filled by appends (`format::fill`): no slot moves, prefix and hints set once
+//!   when the page completes.
 //! - Leaves are filled completely before the next starts (as appends through the write path
 //!   leave them); every completed page holds at least one node (a branch's slot 0, keyless).
 //! - Separators: on a hinted tree (bytewise order) the shortest prefix of a leaf's first key
@@ -98,11 +100,11 @@ impl Tree {
     /// Places a node (slotted leaves) after every node placed so far; returns the leaf image
     /// and the slot it took, for the caller to read it back.
     pub(crate) fn push(&mut self, sink: &mut Sink, n: &NodeIn<'_>) -> Result<(&[u8], usize)> {
-        if !PageMut::new(&mut self.leaf).insert(self.leaf_n, n)? {
+        if !PageMut::new(&mut self.leaf).append_unhinted(n) {
             self.complete_leaf(sink)?;
             self.leaf_sep = Some(self.separator(n.key));
             PageMut::init(&mut self.leaf, KIND_LEAF, self.hinted);
-            if !PageMut::new(&mut self.leaf).insert(0, n)? {
+            if !PageMut::new(&mut self.leaf).append_unhinted(n) {
                 return Err(Error::internal("a node larger than an empty leaf"));
             }
         }
@@ -171,7 +173,7 @@ impl Tree {
                 vlen: 8,
             };
             if l.n == 0 {
-                if !PageMut::new(&mut l.page).insert(0, &keyless)? {
+                if !PageMut::new(&mut l.page).append_unhinted(&keyless) {
                     return Err(Error::internal("a child reference does not fit a branch"));
                 }
                 l.n = 1;
@@ -187,7 +189,7 @@ impl Tree {
                 val: &child,
                 vlen: 8,
             };
-            if PageMut::new(&mut l.page).insert(l.n, &node)? {
+            if PageMut::new(&mut l.page).append_unhinted(&node) {
                 l.n += 1;
                 return Ok(());
             }
@@ -197,7 +199,7 @@ impl Tree {
             l.done += 1;
             let up = l.sep.take();
             PageMut::init(&mut l.page, KIND_BRANCH, hinted);
-            if !PageMut::new(&mut l.page).insert(0, &keyless)? {
+            if !PageMut::new(&mut l.page).append_unhinted(&keyless) {
                 return Err(Error::internal("a child reference does not fit a branch"));
             }
             l.n = 1;

@@ -175,6 +175,7 @@ pub fn value_inline(page_size: usize, klen: usize, vlen: usize) -> bool {
 // ---------------------------------------------------------------------------------------------
 // The sections of the format, each in its own file.
 
+mod fill;
 mod lockfile;
 mod meta;
 mod page;
