@@ -338,7 +338,12 @@ fn copy_all(
     let mut records: HashMap<&[u8], crate::format::DbRecord> = HashMap::new();
     let mut main_record = None;
     // Named databases (jobs 1..) first, then the main one (job 0).
-    for (i, job) in jobs.iter().enumerate().skip(1).chain(jobs.iter().enumerate().take(1)) {
+    for (i, job) in jobs
+        .iter()
+        .enumerate()
+        .skip(1)
+        .chain(jobs.iter().enumerate().take(1))
+    {
         let db_label = job.name.as_deref().unwrap_or("(main)");
         let mut load = w
             .database(job.rec.db_flags())
@@ -358,8 +363,9 @@ fn copy_all(
                     continue;
                 }
             }
-            load.push(&mut w, k, v)
-                .map_err(engine(|| format!("writing database {db_label}, record {}", n + 1)))?;
+            load.push(&mut w, k, v).map_err(engine(|| {
+                format!("writing database {db_label}, record {}", n + 1)
+            }))?;
             n += 1;
             if n.is_multiple_of(PROGRESS_EVERY) {
                 progress(Phase::Copied, PROGRESS_EVERY);

@@ -21,7 +21,9 @@ use super::tree::Tree;
 use super::BulkWriter;
 use crate::db::{cmp_for, dup_cmp_for, DbFlags};
 use crate::error::{Error, Result};
-use crate::format::{self, DbRecord, DupSet, DupSetBuilder, KeyCmp, NodeIn, NF_BIG, NF_DB, NF_DUPS, NF_SUBTREE};
+use crate::format::{
+    self, DbRecord, DupSet, DupSetBuilder, KeyCmp, NodeIn, NF_BIG, NF_DB, NF_DUPS, NF_SUBTREE,
+};
 use std::cmp::Ordering;
 
 /// What a finished load returns.
@@ -84,7 +86,15 @@ impl DbLoad {
         let dups = f
             .contains(DbFlags::DUP_SORT)
             .then(|| (dup_cmp_for(f), f.contains(DbFlags::DUP_FIXED)));
-        if dups.is_none() && [DbFlags::DUP_FIXED, DbFlags::INTEGER_DUP, DbFlags::REVERSE_DUP].iter().any(|&x| f.contains(x)) {
+        if dups.is_none()
+            && [
+                DbFlags::DUP_FIXED,
+                DbFlags::INTEGER_DUP,
+                DbFlags::REVERSE_DUP,
+            ]
+            .iter()
+            .any(|&x| f.contains(x))
+        {
             return Err(Error::Invalid(
                 "DUP_FIXED, INTEGER_DUP and REVERSE_DUP need DUP_SORT".into(),
             ));

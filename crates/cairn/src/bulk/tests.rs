@@ -32,8 +32,13 @@ fn sorted(flags: u16, mut pairs: Pairs) -> Pairs {
     let (kc, vc) = (cmp_for(f), dup_cmp_for(f));
     let dups = f.contains(DbFlags::DUP_SORT);
     pairs.sort_by(|a, b| {
-        kc.cmp(&a.0, &b.0)
-            .then_with(|| if dups { vc.cmp(&a.1, &b.1) } else { std::cmp::Ordering::Equal })
+        kc.cmp(&a.0, &b.0).then_with(|| {
+            if dups {
+                vc.cmp(&a.1, &b.1)
+            } else {
+                std::cmp::Ordering::Equal
+            }
+        })
     });
     pairs.dedup_by(|b, a| kc.cmp(&a.0, &b.0).is_eq() && (!dups || vc.cmp(&a.1, &b.1).is_eq()));
     pairs
@@ -147,7 +152,9 @@ fn verify(path: &Path, dbs: &[(Option<&str>, u16, &Pairs)]) {
                 let (k, v) = i.unwrap();
                 (k.to_vec(), v.to_vec())
             })
-            .filter(|(k, _)| name.is_some() || !dbs.iter().any(|d| d.0.map(str::as_bytes) == Some(&k[..])))
+            .filter(|(k, _)| {
+                name.is_some() || !dbs.iter().any(|d| d.0.map(str::as_bytes) == Some(&k[..]))
+            })
             .collect();
         assert!(got == **pairs, "{name:?}: contents differ");
     }
@@ -159,13 +166,13 @@ fn every_kind_of_database_reads_back_and_checks() {
     let mut r = Rng(0x9E37_79B9_7F4A_7C15);
     let kinds: [u16; 8] = [
         0,
-        0x02,        // REVERSEKEY
-        0x08,        // INTEGERKEY
-        0x04,        // DUPSORT
-        0x04 | 0x10, // DUPFIXED
+        0x02,               // REVERSEKEY
+        0x08,               // INTEGERKEY
+        0x04,               // DUPSORT
+        0x04 | 0x10,        // DUPFIXED
         0x04 | 0x10 | 0x20, // INTEGERDUP
-        0x04 | 0x40, // REVERSEDUP
-        0x04 | 0x08, // DUPSORT, INTEGERKEY
+        0x04 | 0x40,        // REVERSEDUP
+        0x04 | 0x08,        // DUPSORT, INTEGERKEY
     ];
     for (i, ps) in [4096usize, 8192, 65536].into_iter().enumerate() {
         for (j, &flags) in kinds.iter().enumerate() {
@@ -243,10 +250,34 @@ fn large_values_and_large_duplicate_sets() {
 fn input_out_of_order_is_a_typed_error() {
     let dir = tempfile::tempdir().unwrap();
     let cases: [(u16, Pairs); 5] = [
-        (0, vec![(b"b".to_vec(), b"1".to_vec()), (b"a".to_vec(), b"2".to_vec())]),
-        (0, vec![(b"a".to_vec(), b"1".to_vec()), (b"a".to_vec(), b"2".to_vec())]),
-        (0x04, vec![(b"a".to_vec(), b"2".to_vec()), (b"a".to_vec(), b"1".to_vec())]),
-        (0x04 | 0x10, vec![(b"a".to_vec(), b"12".to_vec()), (b"a".to_vec(), b"123".to_vec())]),
+        (
+            0,
+            vec![
+                (b"b".to_vec(), b"1".to_vec()),
+                (b"a".to_vec(), b"2".to_vec()),
+            ],
+        ),
+        (
+            0,
+            vec![
+                (b"a".to_vec(), b"1".to_vec()),
+                (b"a".to_vec(), b"2".to_vec()),
+            ],
+        ),
+        (
+            0x04,
+            vec![
+                (b"a".to_vec(), b"2".to_vec()),
+                (b"a".to_vec(), b"1".to_vec()),
+            ],
+        ),
+        (
+            0x04 | 0x10,
+            vec![
+                (b"a".to_vec(), b"12".to_vec()),
+                (b"a".to_vec(), b"123".to_vec()),
+            ],
+        ),
         (0x08, vec![(b"abc".to_vec(), b"1".to_vec())]),
     ];
     for (i, (flags, pairs)) in cases.into_iter().enumerate() {
@@ -260,6 +291,8 @@ fn input_out_of_order_is_a_typed_error() {
             "case {i}: {e}"
         );
     }
-    let e = BulkWriter::create(&dir.path().join("ps"), 3000).err().unwrap();
+    let e = BulkWriter::create(&dir.path().join("ps"), 3000)
+        .err()
+        .unwrap();
     assert!(matches!(e, Error::Invalid(_)));
 }

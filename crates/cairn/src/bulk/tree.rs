@@ -150,7 +150,13 @@ impl Tree {
 
     /// Adds child `pg` (whose separator is `sep`) to branch level `at`, completing full pages
     /// and carrying them up (bounded by the tree's height: each step goes one level up).
-    fn carry(&mut self, sink: &mut Sink, mut at: usize, mut sep: Option<Vec<u8>>, mut pg: u64) -> Result<()> {
+    fn carry(
+        &mut self,
+        sink: &mut Sink,
+        mut at: usize,
+        mut sep: Option<Vec<u8>>,
+        mut pg: u64,
+    ) -> Result<()> {
         let ps = sink.page_size();
         for _ in 0..=usize::from(format::MAX_TREE_DEPTH) {
             if at == self.levels.len() {
@@ -209,7 +215,9 @@ impl Tree {
             sep = up;
             pg = done;
         }
-        Err(Error::internal("a bulk-built tree deeper than the depth limit"))
+        Err(Error::internal(
+            "a bulk-built tree deeper than the depth limit",
+        ))
     }
 
     /// Completes every open page bottom-up and returns the tree's record (root 0 when

@@ -85,7 +85,10 @@ mod tests {
             let first = usize::from(kind == KIND_BRANCH);
             for i in 0..pa.nkeys() {
                 let (x, y) = (pa.node(i).unwrap(), pb.node(i).unwrap());
-                assert!(x.key == y.key && x.val == y.val && x.flags == y.flags, "node {i}");
+                assert!(
+                    x.key == y.key && x.val == y.val && x.flags == y.flags,
+                    "node {i}"
+                );
                 if i >= first {
                     assert_eq!(pa.slot(i), pb.slot(i), "slot {i}");
                 }
