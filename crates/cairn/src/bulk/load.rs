@@ -221,21 +221,34 @@ impl DbLoad {
         }
         let last = (!self.tree.is_empty()).then_some(());
         self.check_key(name, last.map(|()| self.last_key()))?;
+        self.push_record(w, NF_DB, name, rec)?;
+        // The named database's pages are its own record's, not the main database's.
+        self.key.clear();
+        self.key.extend_from_slice(name);
+        self.entries += 1;
+        Ok(())
+    }
+
+    /// Places a node whose value area is a database record: a named database's (NF_DB) or a
+    /// key's sub-tree (NF_SUBTREE; the same 48-byte layout).
+    fn push_record(
+        &mut self,
+        w: &mut BulkWriter,
+        flags: u8,
+        key: &[u8],
+        rec: &DbRecord,
+    ) -> Result<()> {
         let mut b = [0u8; format::DB_RECORD];
         rec.encode(&mut b);
         self.tree.push(
             &mut w.sink,
             &NodeIn {
-                flags: NF_DB,
-                key: name,
+                flags,
+                key,
                 val: &b,
                 vlen: format::DB_RECORD as u32,
             },
         )?;
-        // The named database's pages are its own record's, not the main database's.
-        self.key.clear();
-        self.key.extend_from_slice(name);
-        self.entries += 1;
         Ok(())
     }
 
@@ -325,17 +338,7 @@ impl DbLoad {
     fn end_key_of(&mut self, w: &mut BulkWriter, key: &[u8], fixed: bool) -> Result<()> {
         if let Some(sub) = self.sub.take() {
             let rec = sub.finish(&mut w.sink)?;
-            let mut b = [0u8; format::SUBTREE_REC];
-            rec.encode(&mut b);
-            self.tree.push(
-                &mut w.sink,
-                &NodeIn {
-                    flags: NF_SUBTREE,
-                    key,
-                    val: &b,
-                    vlen: format::SUBTREE_REC as u32,
-                },
-            )?;
+            self.push_record(w, NF_SUBTREE, key, &rec)?;
             self.extra.branch_pages += rec.branch_pages;
             self.extra.leaf_pages += rec.leaf_pages;
             self.pairs += rec.entries;
