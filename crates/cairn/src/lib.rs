@@ -37,12 +37,12 @@
 //! | 2 | `db`, `options` | Database handles, flags, statistics and the orders flags choose; open options |
 //! | 3 | `lock`, `shared`, `storage` | The lock file and its reader table; the data file (or the simulator) and verified page reads (unsafe: pages written in place) |
 //! | 4 | `btree` | The B+tree over any page source: search, insert, delete, cursors, sorted duplicates, freeing |
-//! | 5 | `pageset`, `pagebuf`, `alloc`, `snapshot`, `catalog`, `bulk` | Page sets and maps; dirty-page buffers (unsafe: buffers in the writable map); the free-page allocator; committed snapshots; the catalog of named databases; the bulk builder (a new file written from sorted streams, no transaction) |
+//! | 5 | `pageset`, `pagebuf`, `alloc`, `snapshot`, `catalog` | Page sets and maps; dirty-page buffers (unsafe: buffers in the writable map); the free-page allocator; committed snapshots; the catalog of named databases |
 //! | 6 | `recover` | Choosing the commit to open at, verifying it, loading its free tree |
 //! | 7 | `state` | The state an open environment shares: writer state, database registry, the `Env` handle |
 //! | 8 | `txn` | Read and write transactions, nested ones, sorted-duplicate operations, the commit |
 //! | 9 | `cursor` | Cursors and range iterators |
-//! | 10 | `check`, `inspect`, `migrate` | The checker; read-only views for operators' tools; converting an LMDB environment (with the `cairn-lmdb` reader) |
+//! | 10 | `check`, `inspect`, `bulk`, `migrate` | The checker; read-only views for operators' tools; the bulk builder (a new file written from sorted streams, no transaction; its tests open what it built); converting an LMDB environment (with the `cairn-lmdb` reader) |
 //! | 11 | `env` | Opening an environment (creation, recovery) and the handle's methods |
 //! | 12 | `copy`, `group` | Hot copies (a compacted copy opens a second environment); group commit (unsafe: a queued closure's borrows) |
 #![warn(missing_docs)]

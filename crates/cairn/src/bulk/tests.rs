@@ -45,6 +45,10 @@ fn sorted(flags: u16, mut pairs: Pairs) -> Pairs {
 }
 
 /// Random pairs for a database of `flags`.
+#[allow(
+    clippy::host_endian_bytes,
+    reason = "INTEGERKEY keys and INTEGERDUP values are native integers, as in LMDB"
+)]
 fn contents(r: &mut Rng, flags: u16, n: usize, ps: usize) -> Pairs {
     let f = DbFlags::from_bits_retain(u32::from(flags));
     let mut v = Vec::new();
