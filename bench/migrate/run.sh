@@ -4,6 +4,7 @@
 #   cairn migrate DIR                   (in place, verified)
 #   mdb_dump DIR | cairn load NEW       (LMDB's tool and Cairn's loader)
 #   mdb_copy -c DIR NEW                 (LMDB's own compacting copy: the floor)
+#   mdb_copy -c DIR NEW; sync NEW/data.mdb  (the same, flushed as cairn migrate flushes)
 # Prints seconds, peak RSS (GNU time's %M: the largest process of each pipeline; it counts the
 # pages of mapped files) and peak anonymous memory (RssAnon summed over the process tree,
 # sampled every 200 ms: what the conversion itself holds) per way.
@@ -53,4 +54,6 @@ rm -rf "$OUT/l"
 row "mdb_dump \\| cairn load" sh -c "mdb_dump '$SRC/env' | '$CAIRN' load -q '$OUT/l'"
 rm -rf "$OUT/c"; mkdir "$OUT/c"
 row "mdb_copy -c" mdb_copy -c "$SRC/env" "$OUT/c"
+rm -rf "$OUT/c"; mkdir "$OUT/c"; sync
+row "mdb_copy -c, then sync" sh -c "mdb_copy -c '$SRC/env' '$OUT/c' && sync '$OUT/c/data.mdb'"
 rm -rf "$OUT/m" "$OUT/l" "$OUT/c" "$OUT/time"

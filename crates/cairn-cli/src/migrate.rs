@@ -7,11 +7,11 @@
 //!    MDB_INVALID). The reader table's live pids are named in the refusal.
 //! 2. Reads the newest snapshot with the `cairn-lmdb` reader and writes every database (same
 //!    names, same flags, same page size) into a new Cairn data file beside the old one
-//!    (`data.mdb.cairn-migrate`, or `PATH.cairn-migrate` with -n), appending in LMDB's order,
-//!    in transactions of bounded size.
-//! 3. Verifies: each database's pair count against LMDB's record and the walk, and a digest of
-//!    every pair (XXH3 over lengths and bytes) read back from the new file against the one
-//!    taken while reading LMDB's.
+//!    (`data.mdb.cairn-migrate`, or `PATH.cairn-migrate` with -n) with the engine's bulk
+//!    builder (leaves packed in LMDB's order, branch levels bottom-up, bounded memory).
+//! 3. Verifies: every pair as the builder reads it back from the page it built against the
+//!    pair read from LMDB, each database's pair count against LMDB's record and the walk, and
+//!    the new file's names, flags and counts once it is opened.
 //! 4. Swaps. The order, and what a kill at each point leaves:
 //!    - before the swap: LMDB's environment untouched; the staging file (and a backup link) are
 //!      leftovers that the next `cairn migrate` removes;

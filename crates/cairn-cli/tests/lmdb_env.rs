@@ -272,7 +272,9 @@ fn a_killed_migration_leaves_one_whole_environment() {
     };
     // Every named point.
     let mut i = 0;
-    for fp in ["copied", "verified", "linked", "renamed", "done"] {
+    for fp in [
+        "building", "copied", "verified", "linked", "renamed", "done",
+    ] {
         let p = fresh(i);
         i += 1;
         let o = Command::new(CAIRN)

@@ -42,7 +42,7 @@
 //! | 7 | `state` | The state an open environment shares: writer state, database registry, the `Env` handle |
 //! | 8 | `txn` | Read and write transactions, nested ones, sorted-duplicate operations, the commit |
 //! | 9 | `cursor` | Cursors and range iterators |
-//! | 10 | `check`, `inspect`, `migrate`, `replay` | The checker; read-only views for operators' tools; converting an LMDB environment (with the `cairn-lmdb` reader); replaying the commit log at open |
+//! | 10 | `check`, `inspect`, `bulk`, `migrate`, `replay` | The checker; read-only views for operators' tools; the bulk builder (a new file written from sorted streams, no transaction; its tests open what it built); converting an LMDB environment (with the `cairn-lmdb` reader); replaying the commit log at open |
 //! | 11 | `env` | Opening an environment (creation, recovery) and the handle's methods |
 //! | 12 | `copy`, `group` | Hot copies (a compacted copy opens a second environment); group commit (unsafe: a queued closure's borrows) |
 #![warn(missing_docs)]
@@ -60,6 +60,8 @@ macro_rules! failpoint {
 
 mod alloc;
 mod btree;
+#[doc(hidden)]
+pub mod bulk;
 mod catalog;
 pub mod check;
 mod copy;

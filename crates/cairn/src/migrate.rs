@@ -6,27 +6,27 @@
 //!    while it has the environment open) and kept to the end, so an LMDB process that opens the
 //!    environment meanwhile waits, then finds Cairn's file and fails with MDB_INVALID.
 //! 2. LMDB's newest snapshot is read (crate `cairn-lmdb`) and every database is written, same
-//!    names, flags and page size, into `DATA.cairn-migrate` beside LMDB's data file, appended in
-//!    LMDB's order in transactions of at most [`BATCH_PAIRS`] pairs or [`BATCH_BYTES`] bytes.
-//! 3. Verification: each database's pair count against LMDB's record, and the new file's pairs
-//!    read back against that count and an XXH3 digest of the pairs read from LMDB.
+//!    names, flags and page size, into `DATA.cairn-migrate` beside LMDB's data file by the bulk
+//!    builder (`crate::bulk`: leaves packed in LMDB's order, branch levels bottom-up, no write
+//!    transaction), named databases first and the main database, which holds their records,
+//!    last; the builder writes the commit record last and flushes the file once.
+//! 3. Verification, without reading the new file back: the builder reads every pair back from
+//!    the page it just built and compares it with the pair read from LMDB (an error stops the
+//!    migration); each database's pair count, as read and as built, against LMDB's record;
+//!    then the new file is opened as a Cairn environment (recovery verifies the last pages
+//!    written, the root among them) and must open LMDB's names, with their flags and entry
+//!    counts.
 //! 4. The swap, each step followed by a directory sync: `link(DATA, DATA.lmdb-backup)` (unless
 //!    no backup is wanted), `rename(DATA.cairn-migrate, DATA)` (the commit point: before it the
 //!    LMDB environment is untouched, after it the Cairn one is complete), then LMDB's lock file
 //!    is removed (Cairn makes its own at the next open). Leftovers of a killed run (the staging
 //!    file, a backup link to the same data file) are removed by the next run.
 
-use crate::{Database, DbFlags, Durability, Env, EnvOptions, PutFlags};
+use crate::bulk::BulkWriter;
+use crate::{Env, EnvOptions};
 use cairn_lmdb::{DbRecord, LmdbEnv};
-use std::collections::HashSet;
-use std::hash::Hasher;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use twox_hash::XxHash3_64;
-
-/// Pairs per write transaction.
-pub const BATCH_PAIRS: u64 = 100_000;
-/// Key and value bytes per write transaction.
-pub const BATCH_BYTES: u64 = 64 << 20;
 
 /// Why a migration did not happen or failed. In every case but [`MigrateError::Swap`] the LMDB
 /// environment is untouched.
@@ -153,7 +153,8 @@ pub enum Phase {
 }
 
 /// A test hook: with `CAIRN_MIGRATE_FAILPOINT=NAME` the process exits at once, without any
-/// cleanup, at the named point: `copied`, `verified`, `linked`, `renamed`, `done`.
+/// cleanup, at the named point: `building` (after each database the builder finished, before
+/// the new file has its commit record), `copied`, `verified`, `linked`, `renamed`, `done`.
 fn failpoint(name: &str) {
     if std::env::var("CAIRN_MIGRATE_FAILPOINT").is_ok_and(|v| v == name) {
         std::process::exit(137);
@@ -253,38 +254,18 @@ pub fn migrate_lmdb(
         .sum::<u64>()
         .saturating_sub(names.len() as u64);
     progress(Phase::Total, total);
-    let dst = Env::options()
-        .no_subdir(true)
-        .no_lock(true)
-        .page_size(env.page_size().clamp(4096, 65536))
-        .durability(Durability::Lazy)
-        .sync_every(None)
-        .max_dbs(u32::try_from(jobs.len() + 1).unwrap_or(u32::MAX))
-        .open(&plan.staging)
-        .map_err(|source| MigrateError::Engine {
-            what: format!("creating {}", plan.staging.display()),
-            source,
-        })?;
-    let checked = copy_all(&env, &label, &dst, &jobs, &names, progress).and_then(|d| {
+    let checked = copy_all(&env, &label, &plan.staging, &jobs, progress).and_then(|d| {
         failpoint("copied");
-        verify(&dst, &jobs, &d, progress)?;
-        dst.sync().map_err(|source| MigrateError::Engine {
-            what: format!("syncing {}", plan.staging.display()),
-            source,
-        })?;
+        verify(&plan.staging, &jobs, &d, progress)?;
         Ok(d)
     });
-    drop(dst);
-    let digests = match checked {
+    let counts = match checked {
         Ok(d) => d,
         Err(e) => {
             let _ = std::fs::remove_file(&plan.staging);
             return Err(e);
         }
     };
-    std::fs::File::open(&plan.staging)
-        .and_then(|f| f.sync_all())
-        .map_err(io(format!("syncing {}", plan.staging.display())))?;
     failpoint("verified");
     if opts.backup {
         std::fs::hard_link(&plan.data, &plan.backup).map_err(io(format!(
@@ -315,51 +296,16 @@ pub fn migrate_lmdb(
     failpoint("done");
     Ok(MigrateReport {
         databases: jobs.len(),
-        records: digests.iter().map(|d| d.0).sum(),
+        records: counts.iter().map(|c| c.built).sum(),
         backup: opts.backup.then_some(plan.backup),
     })
 }
 
-/// A database's pair count and digest.
-type Digest = (u64, u64);
-
-/// The digest of a database's pairs: XXH3-64 over each pair's key length, key, value length and
-/// value, in order. Small pairs are gathered into a buffer and hashed in large pieces (the
-/// streaming hasher's cost is per call).
-struct PairHash {
-    h: XxHash3_64,
-    buf: Vec<u8>,
-}
-
-impl PairHash {
-    fn new() -> PairHash {
-        PairHash {
-            h: XxHash3_64::with_seed(0),
-            buf: Vec::with_capacity(1 << 16),
-        }
-    }
-
-    fn add(&mut self, k: &[u8], v: &[u8]) {
-        self.buf.extend_from_slice(&(k.len() as u64).to_le_bytes());
-        self.buf.extend_from_slice(k);
-        self.buf.extend_from_slice(&(v.len() as u64).to_le_bytes());
-        if v.len() > 4096 {
-            self.h.write(&self.buf);
-            self.buf.clear();
-            self.h.write(v);
-        } else {
-            self.buf.extend_from_slice(v);
-        }
-        if self.buf.len() >= 1 << 16 {
-            self.h.write(&self.buf);
-            self.buf.clear();
-        }
-    }
-
-    fn finish(mut self) -> u64 {
-        self.h.write(&self.buf);
-        self.h.finish()
-    }
+/// A database's pairs: read from LMDB, and placed and read back by the builder.
+#[derive(Clone, Copy, Debug)]
+struct Counts {
+    read: u64,
+    built: u64,
 }
 
 fn engine(what: impl FnOnce() -> String) -> impl FnOnce(crate::Error) -> MigrateError {
@@ -369,106 +315,134 @@ fn engine(what: impl FnOnce() -> String) -> impl FnOnce(crate::Error) -> Migrate
     }
 }
 
+/// Pairs between two progress reports.
+const PROGRESS_EVERY: u64 = 1 << 16;
+
+/// Writes every database into the new file with the bulk builder: named databases first (their
+/// records go into the main database's nodes), the main database last. Returns each job's
+/// counts, in `jobs`' order.
 fn copy_all(
     env: &LmdbEnv,
     label: &str,
-    dst: &Env,
+    staging: &Path,
     jobs: &[Job],
-    names: &HashSet<Vec<u8>>,
     progress: &mut dyn FnMut(Phase, u64),
-) -> Result<Vec<Digest>, MigrateError> {
-    let mut digests = Vec::with_capacity(jobs.len());
-    for job in jobs {
+) -> Result<Vec<Counts>, MigrateError> {
+    let lmdb = |source| MigrateError::Lmdb {
+        path: label.to_string(),
+        source,
+    };
+    let mut w = BulkWriter::create(staging, env.page_size().clamp(4096, 65536))
+        .map_err(engine(|| format!("creating {}", staging.display())))?;
+    let mut counts = vec![None; jobs.len()];
+    let mut records: HashMap<&[u8], crate::format::DbRecord> = HashMap::new();
+    let mut main_record = None;
+    // Named databases (jobs 1..) first, then the main one (job 0).
+    for (i, job) in jobs
+        .iter()
+        .enumerate()
+        .skip(1)
+        .chain(jobs.iter().enumerate().take(1))
+    {
         let db_label = job.name.as_deref().unwrap_or("(main)");
-        let flags = DbFlags::from_bits_retain(u32::from(job.rec.db_flags())) | DbFlags::CREATE;
-        let dupsort = flags.contains(DbFlags::DUP_SORT);
-        let mut txn = dst
-            .write_txn()
-            .map_err(engine(|| "beginning a write transaction".into()))?;
-        let db: Database = txn
-            .create_db(job.name.as_deref(), flags)
-            .map_err(engine(|| format!("creating database {db_label}")))?;
+        let mut load = w
+            .database(job.rec.db_flags())
+            .map_err(engine(|| format!("database {db_label}")))?;
         let mut pairs = if job.name.is_none() {
             env.main_pairs()
         } else {
             env.pairs(&job.rec)
         };
-        let mut h = PairHash::new();
-        let (mut n, mut in_txn, mut bytes) = (0u64, 0u64, 0u64);
-        let mut last_key: Vec<u8> = Vec::new();
-        loop {
-            let (k, v) = match pairs.next() {
-                Ok(Some(kv)) => kv,
-                Ok(None) => break,
-                Err(source) => {
-                    return Err(MigrateError::Lmdb {
-                        path: label.to_string(),
-                        source,
-                    })
+        let mut n = 0u64;
+        // Bounded by the LMDB reader, which ends every walk (a cycle is an error there).
+        while let Some((k, v)) = pairs.next().map_err(lmdb)? {
+            if job.name.is_none() {
+                if let Some(rec) = records.get(k) {
+                    load.push_db(&mut w, k, rec)
+                        .map_err(engine(|| format!("writing database {db_label}'s names")))?;
+                    continue;
                 }
-            };
-            if job.name.is_none() && !names.is_empty() && names.contains(k) {
-                continue;
             }
-            let same = dupsort && n > 0 && last_key == k;
-            let pf = if same {
-                PutFlags::APPEND_DUP
-            } else {
-                PutFlags::APPEND
-            };
-            txn.put(db, k, v, pf).map_err(engine(|| {
+            load.push(&mut w, k, v).map_err(engine(|| {
                 format!("writing database {db_label}, record {}", n + 1)
             }))?;
-            h.add(k, v);
-            if dupsort {
-                last_key.clear();
-                last_key.extend_from_slice(k);
-            }
             n += 1;
-            in_txn += 1;
-            bytes += (k.len() + v.len()) as u64;
-            if in_txn >= BATCH_PAIRS || bytes >= BATCH_BYTES {
-                txn.commit().map_err(engine(|| "committing".into()))?;
-                progress(Phase::Copied, in_txn);
-                txn = dst
-                    .write_txn()
-                    .map_err(engine(|| "beginning a write transaction".into()))?;
-                (in_txn, bytes) = (0, 0);
+            if n.is_multiple_of(PROGRESS_EVERY) {
+                progress(Phase::Copied, PROGRESS_EVERY);
             }
         }
-        txn.commit().map_err(engine(|| "committing".into()))?;
-        progress(Phase::Copied, in_txn);
-        digests.push((n, h.finish()));
+        progress(Phase::Copied, n % PROGRESS_EVERY);
+        let loaded = load
+            .finish(&mut w)
+            .map_err(engine(|| format!("writing database {db_label}")))?;
+        match &job.name {
+            Some(name) => {
+                records.insert(name.as_bytes(), loaded.record);
+            }
+            None => main_record = Some(loaded.record),
+        }
+        counts[i] = Some(Counts {
+            read: n,
+            built: loaded.pairs,
+        });
+        failpoint("building");
     }
-    Ok(digests)
+    if records.len() + 1 != jobs.len() {
+        return Err(MigrateError::Verify(format!(
+            "{} named databases in LMDB's main database, {} found there",
+            jobs.len() - 1,
+            records.len()
+        )));
+    }
+    let main = main_record.ok_or_else(|| MigrateError::Verify("no main database".into()))?;
+    w.finish(main)
+        .map_err(engine(|| format!("writing {}", staging.display())))?;
+    Ok(counts.into_iter().flatten().collect())
 }
 
+/// Checks the new file (each pair was compared as it was built): per database, the pairs read
+/// and built against LMDB's record; then the file opened as a
+/// Cairn environment (recovery verifies the last pages written, the root among them) opens
+/// LMDB's names, with their flags and entry counts.
 fn verify(
-    dst: &Env,
+    staging: &Path,
     jobs: &[Job],
-    digests: &[Digest],
+    counts: &[Counts],
     progress: &mut dyn FnMut(Phase, u64),
 ) -> Result<(), MigrateError> {
+    let names: HashSet<&str> = jobs.iter().filter_map(|j| j.name.as_deref()).collect();
+    let want_count = |job: &Job| {
+        if job.name.is_none() {
+            job.rec.entries.saturating_sub(names.len() as u64)
+        } else {
+            job.rec.entries
+        }
+    };
+    for (job, c) in jobs.iter().zip(counts) {
+        let label = job.name.as_deref().unwrap_or("(main)");
+        let want = want_count(job);
+        if c.read != want || c.built != want {
+            return Err(MigrateError::Verify(format!(
+                "database {label}: LMDB's record counts {want} records, {} were read and {} \
+                 built",
+                c.read, c.built
+            )));
+        }
+    }
+    let dst = Env::options()
+        .no_subdir(true)
+        .no_lock(true)
+        .read_only(true)
+        .max_dbs(u32::try_from(jobs.len() + 1).unwrap_or(u32::MAX))
+        .open(staging)
+        .map_err(engine(|| format!("opening {}", staging.display())))?;
     let r = dst
         .read_txn()
         .map_err(engine(|| "beginning a read transaction".into()))?;
-    let names: HashSet<&str> = jobs.iter().filter_map(|j| j.name.as_deref()).collect();
-    let mut got_names = r
-        .db_names()
-        .map_err(engine(|| "listing databases".into()))?;
-    got_names.sort();
-    let mut want: Vec<&str> = names.iter().copied().collect();
-    want.sort();
-    if got_names
-        .iter()
-        .map(String::as_str)
-        .ne(want.iter().copied())
-    {
-        return Err(MigrateError::Verify(format!(
-            "the new file names databases {got_names:?}, LMDB's {want:?}"
-        )));
-    }
-    for (job, &(count, digest)) in jobs.iter().zip(digests) {
+    // Every LMDB name must open, and the main database's record must count LMDB's entries,
+    // names included: its plain pairs are counted and hashed above, so it can hold no other
+    // name (listing the names would walk the whole main tree).
+    for job in jobs {
         let label = job.name.as_deref().unwrap_or("(main)");
         let db = r
             .open_db(job.name.as_deref())
@@ -483,39 +457,18 @@ fn verify(
                 job.rec.db_flags()
             )));
         }
-        let want_count = if job.name.is_none() {
-            job.rec.entries.saturating_sub(names.len() as u64)
-        } else {
-            job.rec.entries
-        };
-        let mut h = PairHash::new();
-        let mut n = 0u64;
-        for item in r
-            .iter(db)
-            .map_err(engine(|| format!("reading database {label}")))?
-        {
-            let (k, v) = item.map_err(engine(|| format!("reading database {label}")))?;
-            if job.name.is_none()
-                && !names.is_empty()
-                && std::str::from_utf8(k).is_ok_and(|s| names.contains(s))
-            {
-                continue;
-            }
-            h.add(k, v);
-            n += 1;
-            if n.is_multiple_of(4096) {
-                progress(Phase::Verified, 4096);
-            }
-        }
-        progress(Phase::Verified, n % 4096);
-        let same = h.finish() == digest;
-        if n != want_count || count != want_count || !same {
+        let entries = r
+            .stat(db)
+            .map_err(engine(|| format!("database {label}")))?
+            .entries;
+        // The main database's record counts the names, as LMDB's does.
+        if entries != job.rec.entries {
             return Err(MigrateError::Verify(format!(
-                "database {label}: LMDB's record counts {want_count} records, {count} were read and \
-                 copied, the new file holds {n}{}",
-                if same { "" } else { ", and their digests differ" }
+                "database {label}: {entries} entries in the new file, {} in LMDB's",
+                job.rec.entries
             )));
         }
+        progress(Phase::Verified, want_count(job));
     }
     Ok(())
 }

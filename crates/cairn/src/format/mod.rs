@@ -2,8 +2,8 @@
 //! and integer helpers every part shares; the parts are `page` (checksums, page identity,
 //! overflow runs, branch and leaf pages), `record` (database records), `meta` (commit records
 //! and commit-list pages), `lockfile` (the lock file's words), `dupset` (sorted-duplicates
-//! value sets), `packed` (packed leaves of DUPFIXED sub-trees) and `search` (key orders and the
-//! search of a branch or leaf page). Everything is re-exported here: users of the format name
+//! value sets), `packed` (packed leaves of DUPFIXED sub-trees), `fill` (pages filled in order
+//! by a bulk load) and `search` (key orders and the search of a branch or leaf page). Everything is re-exported here: users of the format name
 //! `format::X`, never a part.
 //!
 //! Invariants kept here (docs/design.md has the byte tables):
@@ -175,6 +175,7 @@ pub fn value_inline(page_size: usize, klen: usize, vlen: usize) -> bool {
 // ---------------------------------------------------------------------------------------------
 // The sections of the format, each in its own file.
 
+mod fill;
 mod lockfile;
 mod meta;
 mod page;

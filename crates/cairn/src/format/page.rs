@@ -94,6 +94,35 @@ pub fn init_overflow(b: &mut [u8], span: u32) {
     put_u32(b, H_UPPER, span);
 }
 
+/// Stamps and seals the header of an overflow run of `span` pages whose value is written from
+/// where it lies rather than copied into one image (a bulk load's large values): the checksum
+/// is the one [`seal_page`] computes over the whole run, streamed over the header's fields,
+/// `value` and the `pad` zero bytes that end the run's last page.
+pub fn seal_overflow_header(
+    hdr: &mut [u8; PAGE_FIELDS],
+    span: u32,
+    (pgno, txnid): (u64, u64),
+    value: &[u8],
+    pad: usize,
+) {
+    use std::hash::Hasher;
+    init_overflow(hdr, span);
+    put_u64(hdr, H_PGNO, pgno);
+    put_u64(hdr, H_TXNID, txnid);
+    let mut h = twox_hash::XxHash3_64::with_seed(0);
+    h.write(&hdr[H_PGNO..]);
+    h.write(value);
+    let zeros = [0u8; 4096];
+    let mut left = pad;
+    // Bounded by `pad` (less than one page of the largest size).
+    while left > 0 {
+        let n = left.min(zeros.len());
+        h.write(&zeros[..n]);
+        left -= n;
+    }
+    put_u64(hdr, H_CHECKSUM, h.finish());
+}
+
 /// The value bytes of an overflow run of `vlen` bytes, after checking the header.
 pub fn overflow_value(b: &[u8], pgno: u64, vlen: usize) -> Result<&[u8]> {
     if b.len() < PAGE_FIELDS || b[H_KIND] != KIND_OVERFLOW {
