@@ -192,7 +192,7 @@ pub const CONFIGS: &[Config] = &[
         "Cairn (logged)",
         Durable,
         "Durability::Logged: each commit flushes a record of its puts and deletes to \
-         data.cairn-log; pages flushed once a second (EnvOptions::sync_every default)",
+         data.cairn-log; pages flushed every 30 s (DEFAULT_LOGGED_SYNC_PERIOD)",
     ),
     cfg(
         "cairn-grouped",
