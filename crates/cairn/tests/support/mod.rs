@@ -367,13 +367,9 @@ pub fn base_log() -> &'static (Vec<u8>, Vec<u8>) {
             .create_db(Some("more"), cairn::DbFlags::CREATE)
             .expect("db");
         for i in 0..100u32 {
-            w.put(
-                main,
-                format!("key{i:04}").as_bytes(),
-                b"base",
-                PutFlags::empty(),
-            )
-            .expect("put");
+            let k = format!("key{i:04}");
+            w.put(main, k.as_bytes(), b"base", PutFlags::empty())
+                .expect("put");
         }
         w.commit().expect("commit");
         env.sync().expect("sync");
