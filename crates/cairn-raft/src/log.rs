@@ -64,7 +64,7 @@ fn write_meta<T: serde::Serialize>(env: &Env, name: &[u8], v: &T, durable: bool)
     let meta = db(&mut w, META_DB).map_err(err)?;
     w.put(meta, name, &bytes, PutFlags::empty()).map_err(err)?;
     if durable {
-        commit_durable(env, w).map_err(err)
+        commit_durable(w).map_err(err)
     } else {
         w.commit_no_sync().map_err(err)
     }
@@ -234,7 +234,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                         w.put(log, &key(e.log_id.index), &v, PutFlags::empty())
                             .map_err(err)?;
                     }
-                    commit_durable(env, w).map_err(err)
+                    commit_durable(w).map_err(err)
                 })
                 .map_err(write_err)
             })
@@ -254,7 +254,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 s.with_env(|env| {
                     let mut w = env.write_txn().map_err(err)?;
                     delete_range(&mut w, log_id.index, None)?;
-                    commit_durable(env, w).map_err(err)
+                    commit_durable(w).map_err(err)
                 })
                 .map_err(write_err)
             })
@@ -270,7 +270,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                     let meta = db(&mut w, META_DB).map_err(err)?;
                     let v = encode(&log_id).map_err(crate::store::msg)?;
                     w.put(meta, b"purged", &v, PutFlags::empty()).map_err(err)?;
-                    commit_durable(env, w).map_err(err)
+                    commit_durable(w).map_err(err)
                 })
                 .map_err(write_err)
             })

@@ -53,7 +53,7 @@ fn publish_built(s: &Shared, cur: CurrentSnapshot) -> Res<()> {
     s.with_env(|env| -> Res<()> {
         let mut w = env.write_txn().map_err(err)?;
         write_snapshot_record(&mut w, &cur)?;
-        commit_durable(env, w).map_err(err)
+        commit_durable(w).map_err(err)
     })?;
     replace_current(s, &mut slot, cur);
     Ok(())
@@ -223,7 +223,7 @@ fn swap_in(s: &Shared, snap: &Path, cur: &CurrentSnapshot) -> Res<()> {
             }
         }
         write_snapshot_record(&mut w, cur)?;
-        commit_durable(&env, w).map_err(err)?;
+        commit_durable(w).map_err(err)?;
     }
     prepare(&env)?;
     sync_dir(&dir).map_err(err)?;

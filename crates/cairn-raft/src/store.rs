@@ -97,7 +97,7 @@ pub(crate) fn env_options() -> cairn::EnvOptions {
 /// Commits `w` durably before returning: this commit and every earlier one (the unflushed
 /// applies too: their log records precede this one's, or, when one of them could not be
 /// logged, this commit flushes the data file instead) survive a power loss. One fdatasync.
-pub(crate) fn commit_durable(_env: &Env, w: RwTxn<'_>) -> cairn::Result<()> {
+pub(crate) fn commit_durable(w: RwTxn<'_>) -> cairn::Result<()> {
     w.commit()
 }
 
@@ -185,7 +185,7 @@ pub(crate) fn prepare(env: &Env) -> Res<()> {
             .put(meta, b"format", &FORMAT.to_be_bytes(), PutFlags::empty())
             .map_err(err)?,
     }
-    commit_durable(env, w).map_err(err)
+    commit_durable(w).map_err(err)
 }
 
 /// The current snapshot recorded in `env`.

@@ -521,32 +521,37 @@ impl<'env> RwTxn<'env> {
         }
     }
 
-    /// Records a put for the log (logged mode). A database in a user-supplied order cannot
-    /// be replayed before its handle sets the order again: the commit will be steady.
+    /// Records a put for the log (logged mode).
     #[inline]
     pub(crate) fn log_put(&mut self, idx: usize, cmp: &KeyCmp, key: &[u8], val: &[u8]) {
-        if self.effects.is_none() {
-            return;
-        }
-        if matches!(cmp, KeyCmp::Custom(_)) || self.env.inner.db_dup_cmp(idx).is_some() {
-            self.effects = None;
-        } else if let Some(e) = &mut self.effects {
-            e.put(idx, key, val);
-        }
+        self.log_effect(idx, cmp, |e| e.put(idx, key, val));
     }
 
     /// Records a delete of `key` (all its values), or of the pair `key`/`val`.
     pub(crate) fn log_delete(&mut self, idx: usize, cmp: &KeyCmp, key: &[u8], val: Option<&[u8]>) {
+        self.log_effect(idx, cmp, |e| match val {
+            Some(v) => e.delete_pair(idx, key, v),
+            None => e.delete(idx, key),
+        });
+    }
+
+    /// Records an effect on database `idx` unless the log cannot carry it: a database in a
+    /// user-supplied order cannot be replayed before its handle sets the order again, so the
+    /// commit will be steady.
+    #[inline]
+    fn log_effect(
+        &mut self,
+        idx: usize,
+        cmp: &KeyCmp,
+        record: impl FnOnce(&mut crate::wal::Effects),
+    ) {
         if self.effects.is_none() {
             return;
         }
         if matches!(cmp, KeyCmp::Custom(_)) || self.env.inner.db_dup_cmp(idx).is_some() {
             self.effects = None;
         } else if let Some(e) = &mut self.effects {
-            match val {
-                Some(v) => e.delete_pair(idx, key, v),
-                None => e.delete(idx, key),
-            }
+            record(e);
         }
     }
 
