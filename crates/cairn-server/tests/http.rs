@@ -456,22 +456,28 @@ fn a_burst_beyond_capacity_gets_503_not_a_collapse() {
         cairn_server::router,
     );
     // Two requests whose bodies never come hold both places.
-    let mut holders: Vec<Conn> = (0..2)
-        .map(|_| {
-            let mut c = s.conn();
-            c.write_raw(b"PUT /t/x HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n{")
-                .unwrap();
-            c
-        })
-        .collect();
+    let hold = || {
+        let mut c = s.conn();
+        c.write_raw(b"PUT /t/x HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n{")
+            .unwrap();
+        c
+    };
+    let mut holders: Vec<Conn> = (0..2).map(|_| hold()).collect();
     // They take their places once the server has read their heads: poll until it is full
-    // (on a loaded machine that may take a moment).
+    // (on a loaded machine that may take a moment). A poll can race a holder's head to the
+    // server and take its place, and then that holder is the one answered 503: send it again.
     let mut c = s.conn();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let r = loop {
         let r = c.get("/_health");
         if r.status != 200 || std::time::Instant::now() > deadline {
             break r;
+        }
+        for h in &mut holders {
+            if h.has_answer() {
+                assert_eq!(h.read_response(false).unwrap().status, 503);
+                *h = hold();
+            }
         }
         std::thread::sleep(Duration::from_millis(20));
     };

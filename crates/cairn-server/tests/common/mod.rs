@@ -264,4 +264,18 @@ impl Conn {
         matches!(r, Ok(0))
             || matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset)
     }
+
+    /// Whether the server has sent something (a response) that is waiting to be read,
+    /// without blocking.
+    pub fn has_answer(&mut self) -> bool {
+        if !self.r.buffer().is_empty() {
+            return true;
+        }
+        let s = self.r.get_ref();
+        s.set_nonblocking(true).unwrap();
+        let mut b = [0u8; 1];
+        let r = s.peek(&mut b);
+        s.set_nonblocking(false).unwrap();
+        matches!(r, Ok(n) if n > 0)
+    }
 }
