@@ -8,6 +8,8 @@
 //! its own (taking newcomers while the group is under its size and time limits), commits once,
 //! and answers every job of the group. It leads until its own job is answered, then hands the
 //! lead to the owner of the job now first in the queue (or lets it go when the queue is empty).
+//! A caller that finds no leader and an empty queue leads a group of one without queueing: its
+//! closure runs on its own thread in a plain write transaction (`run_alone`).
 //!
 //! Invariants:
 //! - FIFO: jobs run in the order they were queued, and a group takes the queue's front; so a
@@ -141,6 +143,10 @@ impl Env {
             return Err(Error::ReadOnly);
         }
         crate::txn::refuse_inside_group_job(self.inner.id)?;
+        let group = self.inner.group();
+        if let Some(lead) = lead_if_idle(group) {
+            return self.run_alone(lead, f);
+        }
         let mut out: Option<Outcome<R>> = None;
         let out_ref = &mut out;
         let run = move |txn: &mut RwTxn<'_>, framed: bool| -> bool {
@@ -165,7 +171,6 @@ impl Env {
             state: Mutex::new(Answer::Waiting),
             cv: Condvar::new(),
         });
-        let group = self.inner.group();
         let lead = {
             let mut q = lock(&group.queue);
             q.jobs.push_back(Job {
@@ -193,6 +198,48 @@ impl Env {
         }
     }
 
+    /// A group led by a caller that found no leader and an empty queue: its closure runs on
+    /// its own thread, unboxed and without a nesting level, so a lone writer pays what a plain
+    /// transaction costs (issue 21: no slower at one thread). Writers that queue while it runs
+    /// join the group as in `cycle`; those that come later wait for its commit and get the
+    /// lead from `lead`'s drop. If `f` fails or panics, the transaction aborts (on drop) before
+    /// any newcomer joined, and the lead is passed on.
+    fn run_alone<R, F>(&self, lead: Lead<'_>, f: F) -> Result<R>
+    where
+        F: FnOnce(&mut RwTxn<'_>) -> Result<R>,
+    {
+        let opts = &self.inner.opts;
+        let group = lead.0;
+        let mut txn = RwTxn::begin(self)?;
+        let started = Instant::now();
+        let running = crate::txn::GroupJobMark::enter(self.inner.id);
+        let v = f(&mut txn)?;
+        drop(running);
+        let mut cycle = Cycle::default();
+        let room = opts.group_max_writes.saturating_sub(1);
+        if room > 0
+            && started.elapsed() < opts.group_max_time
+            && take(group, &mut cycle.todo, room) > 0
+        {
+            // Not fresh: the newcomers run in nesting levels, and none begins a new transaction.
+            txn = self
+                .run_jobs(group, &mut cycle, txn, started, false, 1)
+                .ok_or_else(|| Error::internal("group commit: a joined group began again"))?;
+        }
+        let r = match txn.commit() {
+            Ok(()) => {
+                cycle.finish(Ok(()));
+                Ok(v)
+            }
+            Err(e) => {
+                cycle.finish(Err(e.duplicate()));
+                Err(e)
+            }
+        };
+        drop(lead);
+        r
+    }
+
     /// Runs groups until `own`'s job is answered, then passes the lead on; returns the answer.
     fn lead(&self, group: &Group, own: &Slot) -> Answer {
         let _lead = Lead(group);
@@ -209,18 +256,33 @@ impl Env {
     /// One group: take jobs, run them in one write transaction, commit, answer. `cycle` comes
     /// empty and is left empty (its buffers are kept for the next group).
     fn cycle(&self, group: &Group, cycle: &mut Cycle) {
-        let opts = &self.inner.opts;
-        take(group, &mut cycle.todo, opts.group_max_writes);
-        let mut txn = match RwTxn::begin(self) {
+        take(group, &mut cycle.todo, self.inner.opts.group_max_writes);
+        let txn = match RwTxn::begin(self) {
             Ok(t) => t,
             Err(e) => return cycle.finish(Err(e)),
         };
-        let started = Instant::now();
+        if let Some(txn) = self.run_jobs(group, cycle, txn, Instant::now(), true, 0) {
+            cycle.finish(txn.commit());
+        }
+    }
+
+    /// Runs `cycle`'s jobs in `txn`, then the newcomers while the group is under its limits
+    /// (`others`: members already in `txn` that `cycle` does not list); returns the
+    /// transaction to commit, or `None` if beginning one again failed (the cycle is then
+    /// answered). The first job of a `fresh` transaction runs without a nesting level (most
+    /// groups of a lightly loaded writer hold one job, which then costs what a plain
+    /// transaction costs); if it fails, the transaction is aborted and begun again.
+    fn run_jobs<'e>(
+        &'e self,
+        group: &Group,
+        cycle: &mut Cycle,
+        mut txn: RwTxn<'e>,
+        started: Instant,
+        mut fresh: bool,
+        others: usize,
+    ) -> Option<RwTxn<'e>> {
+        let opts = &self.inner.opts;
         let mut running = crate::txn::GroupJobMark::enter(self.inner.id);
-        // The first job of a transaction runs without a nesting level (most groups of a
-        // lightly loaded writer hold one job, which then costs what a plain transaction
-        // costs); if it fails, the transaction is aborted and begun again.
-        let mut fresh = true;
         loop {
             while let Some(job) = cycle.todo.pop_front() {
                 // Listed before it runs, so that an unwinding leader answers it too.
@@ -234,14 +296,19 @@ impl Env {
                     drop(txn);
                     txn = match RwTxn::begin(self) {
                         Ok(t) => t,
-                        Err(e) => return cycle.finish(Err(e)),
+                        Err(e) => {
+                            cycle.finish(Err(e));
+                            return None;
+                        }
                     };
                     running = crate::txn::GroupJobMark::enter(self.inner.id);
                     continue;
                 }
                 fresh = false;
             }
-            let room = opts.group_max_writes.saturating_sub(cycle.ran.len());
+            let room = opts
+                .group_max_writes
+                .saturating_sub(cycle.ran.len() + others);
             if room == 0 || started.elapsed() >= opts.group_max_time {
                 break;
             }
@@ -251,8 +318,18 @@ impl Env {
             }
         }
         drop(running);
-        cycle.finish(txn.commit());
+        Some(txn)
     }
+}
+
+/// Takes the lead if no thread leads and no job is queued (the lone writer's fast path).
+fn lead_if_idle(group: &Group) -> Option<Lead<'_>> {
+    let mut q = lock(&group.queue);
+    if q.leading || !q.jobs.is_empty() {
+        return None;
+    }
+    q.leading = true;
+    Some(Lead(group))
 }
 
 /// Moves up to `max` jobs from the queue's front to `into`; returns how many.
