@@ -40,8 +40,9 @@ import run  # noqa: E402  (bench/serve/run.py: server starters, oha, pinning)
 
 PRELOAD = 10_000
 PATHS = ["/radius", "/country_code", "/timestamp", "/position/lat"]
-SERVERS = ["cairn", "postgres"]
-LABEL = {"cairn": "Cairn (`cairn serve`)", "postgres": "PostgreSQL JSONB (bench/serve-pg)"}
+SERVERS = ["cairn", "cairn-logged", "postgres"]
+LABEL = {"cairn": "Cairn (`cairn serve`)", "cairn-logged": "Cairn (`cairn serve --logged`)",
+         "postgres": "PostgreSQL JSONB (bench/serve-pg)"}
 
 
 def doc(i):
@@ -96,11 +97,11 @@ class Postgres(run.Postgres):
 
 
 class Cairn:
-    def __init__(self, cairn, k):
-        self.cairn, self.k = cairn, k
+    def __init__(self, cairn, k, logged=False):
+        self.cairn, self.k, self.logged = cairn, k, logged
 
     def start(self):
-        self.p, self.dir, addr = run.start_server(self.cairn, False, False)
+        self.p, self.dir, addr = run.start_server(self.cairn, False, False, self.logged)
         declare(addr, self.k)
         preload_cairn(addr)
         return addr
@@ -162,7 +163,7 @@ def measure(a, name, k, srv, d, rep, files):
         post = ["-m", "POST", "-H", "content-type: application/json", "-Z", files["bodies"],
                 f"http://{addr}/bench"]
         probe = None
-        if name == "cairn":
+        if name.startswith("cairn"):
             probe = subprocess.Popen(run.pin(1) + [a.probe, addr, "bench", str(a.seconds), "10"],
                                      stdout=subprocess.PIPE, text=True)
         r = stamp(run.oha(a.oha, post, a.write_conns, a.seconds, a.rate))
@@ -222,7 +223,8 @@ def main():
             ks = ks[rep % len(ks):] + ks[:rep % len(ks)]
             for name in a.servers.split(","):
                 for k in ks:
-                    srv = Cairn(a.cairn, k) if name == "cairn" else Postgres(a.serve_pg, k)
+                    srv = (Postgres(a.serve_pg, k) if name == "postgres"
+                           else Cairn(a.cairn, k, logged=name == "cairn-logged"))
                     d = os.path.join(a.out, f"{name}-{k}")
                     os.makedirs(d, exist_ok=True)
                     measure(a, name, k, srv, d, rep, files)

@@ -14,7 +14,7 @@ import re
 import statistics
 import sys
 
-LABEL = {"cairn": "Cairn", "postgres": "PostgreSQL"}
+LABEL = {"cairn": "Cairn", "cairn-logged": "Cairn --logged", "postgres": "PostgreSQL"}
 
 
 def load(runs):
@@ -110,17 +110,18 @@ def write(runs):
             L.append(f"| {LABEL[s]} | {k} | {num(x['rps'])} | {ms(x['p50'])} | {ms(x['p99'])} | "
                      f"{per} | {ms(x['p999'])} | {ratio(x['p99'], base)} | {paired} | {x['bad']} | "
                      f"{x['errs']} |")
-    c0, c1, c4 = (w.get(("cairn", k), {}).get("p99") for k in (0, 1, 4))
-    cp50 = [w.get(("cairn", k), {}).get("p50") for k in (0, 1, 4)]
-    if all(cp50):
-        L.append(f"\nCairn's p50 with 0, 1, 4 indexes: {', '.join(ms(v) for v in cp50)} ms "
-                 f"(1 index {ratio(cp50[1], cp50[0])}, 4 indexes {ratio(cp50[2], cp50[0])}).")
-    if c0 and c1 and c4:
-        L.append(f"\nTarget (each index adds at most 15% to write p99), by the medians alone (the "
-                 f"per-round spread decides whether they mean anything: README.md): Cairn 1 index "
-                 f"{ratio(c1, c0)} of none (at most 1.15x: {'met' if c1 <= 1.15 * c0 else 'NOT met'}); "
-                 f"4 indexes {ratio(c4, c0)} (at most 1.60x, 15% per index: "
-                 f"{'met' if c4 <= 1.60 * c0 else 'NOT met'}).\n")
+    for s in [s for s in servers if s.startswith("cairn")]:
+        c0, c1, c4 = (w.get((s, k), {}).get("p99") for k in (0, 1, 4))
+        cp50 = [w.get((s, k), {}).get("p50") for k in (0, 1, 4)]
+        if all(cp50):
+            L.append(f"\n{LABEL[s]}'s p50 with 0, 1, 4 indexes: {', '.join(ms(v) for v in cp50)} ms "
+                     f"(1 index {ratio(cp50[1], cp50[0])}, 4 indexes {ratio(cp50[2], cp50[0])}).")
+        if c0 and c1 and c4:
+            L.append(f"\nTarget (each index adds at most 15% to write p99), by the medians alone "
+                     f"(the per-round spread decides whether they mean anything: README.md): "
+                     f"{LABEL[s]} 1 index {ratio(c1, c0)} of none (at most 1.15x: "
+                     f"{'met' if c1 <= 1.15 * c0 else 'NOT met'}); 4 indexes {ratio(c4, c0)} "
+                     f"(at most 1.60x, 15% per index: {'met' if c4 <= 1.60 * c0 else 'NOT met'}).\n")
 
     kinds = sorted({kind for _, _, kind in data if kind.startswith("range-")},
                    key=lambda s: int(s.split("-")[1]))
@@ -142,16 +143,17 @@ def write(runs):
                          f"{c['bad'] + p['bad']} | {c['errs'] + p['errs']} |")
         L.append("\nTarget: at least 2x PostgreSQL's throughput.\n")
 
-    probes = {k: data[("cairn", k, "probe")] for k in ks if ("cairn", k, "probe") in data}
+    probes = {(s, k): data[(s, k, "probe")] for s in servers for k in ks
+              if (s, k, "probe") in data}
     if probes:
         L += ["## Feed lag under the write load (Cairn)\n",
               "feed_probe: a PUT every 10 ms beside the write run above, followed over "
               "`_changes?feed=sse`; acknowledgement to arrival, milliseconds.\n",
-              "| indexes | probe writes (all rounds) | missing | lag p50 | lag p99 | p99 per round (1, 2, ...) | max (all rounds) |",
-              "|---|---|---|---|---|---|---|"]
-        for k, reps in probes.items():
+              "| server | indexes | probe writes (all rounds) | missing | lag p50 | lag p99 | p99 per round (1, 2, ...) | max (all rounds) |",
+              "|---|---|---|---|---|---|---|---|"]
+        for (s, k), reps in probes.items():
             ps = [reps[r] for r in sorted(reps)]
-            L.append(f"| {k} | {sum(p['writes'] for p in ps)} | {sum(p['missing'] for p in ps)} | "
+            L.append(f"| {LABEL[s]} | {k} | {sum(p['writes'] for p in ps)} | {sum(p['missing'] for p in ps)} | "
                      f"{med([p['p50_ms'] for p in ps]):.2f} | {med([p['p99_ms'] for p in ps]):.2f} | "
                      + ", ".join(f"{p['p99_ms']:.2f}" for p in ps)
                      + f" | {max(p['max_ms'] for p in ps):.2f} |")
