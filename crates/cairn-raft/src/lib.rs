@@ -29,6 +29,7 @@
 
 pub mod cluster;
 pub mod ext;
+mod fresh;
 mod group;
 pub mod history;
 mod log;
@@ -41,6 +42,7 @@ mod snapshot;
 mod store;
 mod types;
 
+pub use fresh::{Freshness, TooStale};
 pub use log::LogStore;
 pub use node::{Node, Written};
 pub use sm::StateMachine;
@@ -55,6 +57,7 @@ use std::sync::Arc;
 pub struct Error {
     inner: openraft::AnyError,
     leader: Option<raft::NodeId>,
+    stale: Option<TooStale>,
 }
 
 impl Error {
@@ -63,6 +66,22 @@ impl Error {
     pub fn leader(&self) -> Option<raft::NodeId> {
         self.leader
     }
+
+    /// For a bounded read ([`Node::read_bounded`]) this node refused: why it cannot show that
+    /// its state is within the bound. A client may retry on the leader.
+    pub fn too_stale(&self) -> Option<TooStale> {
+        self.stale
+    }
+}
+
+impl From<TooStale> for Error {
+    fn from(s: TooStale) -> Error {
+        Error {
+            inner: openraft::AnyError::new(&s),
+            leader: None,
+            stale: Some(s),
+        }
+    }
 }
 
 impl From<openraft::AnyError> for Error {
@@ -70,6 +89,7 @@ impl From<openraft::AnyError> for Error {
         Error {
             inner,
             leader: None,
+            stale: None,
         }
     }
 }

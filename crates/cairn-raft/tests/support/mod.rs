@@ -36,7 +36,7 @@ pub async fn start(
         let node = Node::start_with(id, &path, config(), router.for_node(id), ext())
             .await
             .unwrap();
-        router.add(id, node.raft().clone());
+        router.add_node(&node);
         nodes.insert(id, node);
     }
     let members: BTreeMap<_, _> = ids.iter().map(|&id| (id, BasicNode::new(""))).collect();
