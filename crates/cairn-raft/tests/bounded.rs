@@ -15,12 +15,12 @@
 //! cut-off one; `cluster::Client` then finds the leader and reads there.
 
 use cairn_raft::cluster::{pct, router, Client};
-use cairn_raft::history::{check, CheckError, History, Kind, Operation, Outcome, Workload};
+use cairn_raft::history::{check, History, Kind, Operation, Outcome, Workload};
 use cairn_raft::{Node, Op};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod support;
 
@@ -41,29 +41,14 @@ const KEYS: u64 = 3;
 const MAX_OPS: usize = 400;
 const BUDGET: u64 = 5_000_000;
 
-async fn leader_of(nodes: &BTreeMap<u64, Node>) -> u64 {
-    let start = Instant::now();
-    loop {
-        let seen: Vec<Option<u64>> = nodes.values().map(|n| n.metrics().current_leader).collect();
-        if let Some(Some(l)) = seen.first() {
-            if seen.iter().all(|s| *s == Some(*l)) {
-                return *l;
-            }
-        }
-        assert!(start.elapsed() < WAIT, "no agreed leader");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// A recording writer: puts through `leader` until `stop`.
 async fn writer(leader: Node, c: u64, history: Arc<History>, stop: Arc<AtomicBool>) {
     let mut w = Workload::new(c, KEYS);
     for _ in 0..MAX_OPS {
-        if stop.load(Ordering::Relaxed) {
+        let Some((key, put)) = support::next_op(&mut w, &stop) else {
             return;
-        }
+        };
         // The workload's reads are the bounded reader's business: writers skip them.
-        let (key, put) = w.next_op();
         let Some(v) = put else { continue };
         history
             .perform(c, &key, Some(v.clone()), async {
@@ -125,7 +110,7 @@ async fn bounded_reader(
 async fn a_cut_off_follower_refuses_bounded_reads_past_its_bound_and_never_answers_older() {
     let dir = tempfile::tempdir().unwrap();
     let (net, nodes) = support::start(dir.path(), &[1, 2, 3], || None).await;
-    let l = leader_of(&nodes).await;
+    let l = support::leader_among(&nodes, &[1, 2, 3]).await;
     let f = *nodes.keys().find(|&&i| i != l).unwrap();
     let (leader, follower) = (nodes[&l].clone(), nodes[&f].clone());
 
@@ -255,15 +240,7 @@ async fn a_cut_off_follower_refuses_bounded_reads_past_its_bound_and_never_answe
         before.len(),
         dark.len()
     );
-    let mut with_stale = ops;
-    with_stale.push(stale_read);
-    assert!(
-        matches!(
-            check(&with_stale, BUDGET),
-            Err(CheckError::NotLinearizable { .. })
-        ),
-        "the cut-off follower's stale read passed the bounded check"
-    );
+    support::assert_rejected(ops, stale_read, BUDGET, "the cut-off follower's stale read");
     for node in nodes.values() {
         node.shutdown().await.unwrap();
     }
@@ -275,7 +252,7 @@ async fn a_cut_off_follower_refuses_bounded_reads_past_its_bound_and_never_answe
 async fn the_read_route_answers_bounded_reads_and_names_the_leader_when_too_stale() {
     let dir = tempfile::tempdir().unwrap();
     let (net, nodes) = support::start(dir.path(), &[1, 2, 3], || None).await;
-    let l = leader_of(&nodes).await;
+    let l = support::leader_among(&nodes, &[1, 2, 3]).await;
     let mut addrs = BTreeMap::new();
     for (id, node) in &nodes {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
