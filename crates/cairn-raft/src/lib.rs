@@ -12,6 +12,8 @@
 //! - A snapshot is a hot copy whose metadata comes from the copy's own read transaction; an
 //!   install keeps the node's log and vote and swaps environments under an exclusive hold of
 //!   the shared handle (snapshot.rs).
+//! - A stale-bounded read on a follower answers only from a state at least as new as its
+//!   leader's commit index as of an append-entries it accepted within the bound (fresh.rs).
 //! - openraft's types are named in `raft` (and used by the trait implementations only): its
 //!   API changes are absorbed there.
 //!
