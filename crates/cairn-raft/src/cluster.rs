@@ -7,6 +7,7 @@
 //! |---|---|
 //! | `POST /write` `{"ops":[{"db","key","value"}]}` | a write batch (`value: null` deletes), on the leader; `{"index"}` once committed and applied there |
 //! | `GET /read?db=&key=[&consistency=local]` | `{"value"}`: linearizable on the leader (read index), or this node's applied state |
+//! | `GET /read?db=&key=&consistency=bounded&max_lag_ms=D` | `{"value"}` from this node's state if it is within D ms of its leader (`Node::read_bounded`); else 421 with `too_stale` and the leader |
 //! | `GET /scan?db=` | `{"entries":[[key, value]...]}`: this node's applied state of one database |
 //! | `GET /status` | this node's role, term, leader, log / applied indexes, membership, and on the leader each node's matched index and lag |
 //! | `POST /admin/init` `{"members":{"id":"addr"}}` | makes a new cluster (empty: this node alone); 409 if already done |
@@ -107,14 +108,19 @@ pub enum ClusterCommand {
         /// The value.
         value: String,
     },
-    /// Read KEY of database DB: linearizable (on the leader), or this node's state (--local).
+    /// Read KEY of database DB: linearizable (on the leader), this node's state (--local), or
+    /// this node's state if within --max-lag-ms of its leader (else on the leader).
     Get {
         /// A node of the cluster.
         #[arg(long)]
         node: String,
         /// Read the asked node's applied state, possibly stale.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "max_lag_ms")]
         local: bool,
+        /// Read the asked node's state if it can show it is at most this many milliseconds
+        /// behind its leader; else the read is retried on the leader.
+        #[arg(long)]
+        max_lag_ms: Option<u64>,
         /// The database.
         db: String,
         /// The key.
@@ -205,16 +211,21 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
             ClusterCommand::Get {
                 node,
                 local,
+                max_lag_ms,
                 db,
                 key,
             } => {
                 let mut c = cli_client(&node);
                 c.follow = !local;
+                let consistency = match (local, max_lag_ms) {
+                    (true, _) => "local".to_string(),
+                    (false, Some(d)) => format!("bounded&max_lag_ms={d}"),
+                    (false, None) => "linearizable".to_string(),
+                };
                 let q = format!(
-                    "/read?db={}&key={}&consistency={}",
+                    "/read?db={}&key={}&consistency={consistency}",
                     pct(&db),
                     pct(&key),
-                    if local { "local" } else { "linearizable" }
                 );
                 c.call(&q, None).await?
             }
@@ -353,7 +364,7 @@ fn rpc_answer<T: Serialize>(r: &T) -> Response {
 
 async fn rpc_append(State(c): Shared, body: Bytes) -> Response {
     match decode(&body) {
-        Ok(req) => rpc_answer(&c.node.raft().append_entries(req).await),
+        Ok(req) => rpc_answer(&c.node.append_entries(req).await),
         Err(e) => (StatusCode::BAD_REQUEST, e).into_response(),
     }
 }
@@ -380,18 +391,26 @@ fn bad(why: impl std::fmt::Display) -> Response {
         .into_response()
 }
 
+/// The leader to name in a 421: `named` (by the refusal) or the one this node knows, and its
+/// address.
+fn leader_of(c: &Ctx, named: Option<NodeId>) -> (Option<NodeId>, Option<String>) {
+    let m = c.node.metrics();
+    let leader = named.or(m.current_leader);
+    let addr = leader.and_then(|l| {
+        m.membership_config
+            .membership()
+            .get_node(&l)
+            .map(|n| n.addr.clone())
+    });
+    (leader, addr)
+}
+
 /// The answer to a refused call: 421 naming the leader if this node is not it, else 503.
 fn refused(c: &Ctx, e: Error) -> Response {
     let m = c.node.metrics();
     let not_leader = e.leader().is_some() || m.state != crate::raft::ServerState::Leader;
     if not_leader {
-        let leader = e.leader().or(m.current_leader);
-        let addr = leader.and_then(|l| {
-            m.membership_config
-                .membership()
-                .get_node(&l)
-                .map(|n| n.addr.clone())
-        });
+        let (leader, addr) = leader_of(c, e.leader());
         let body = json!({ "error": e.to_string(), "leader_id": leader, "leader_addr": addr });
         return (StatusCode::MISDIRECTED_REQUEST, Json(body)).into_response();
     }
@@ -439,6 +458,7 @@ struct ReadQuery {
     db: String,
     key: String,
     consistency: Option<String>,
+    max_lag_ms: Option<u64>,
 }
 
 fn text(b: Option<Vec<u8>>) -> Value {
@@ -449,14 +469,35 @@ fn text(b: Option<Vec<u8>>) -> Value {
 }
 
 async fn read(State(c): Shared, Query(q): Query<ReadQuery>) -> Response {
-    let r = match q.consistency.as_deref() {
-        None | Some("linearizable") => c.node.read(&q.db, q.key.as_bytes()).await,
-        Some("local") => c.node.storage().get(&q.db, q.key.as_bytes()),
-        Some(other) => return bad(format!("consistency {other:?}: linearizable or local")),
+    let r = match (q.consistency.as_deref(), q.max_lag_ms) {
+        (None | Some("linearizable"), None) => c.node.read(&q.db, q.key.as_bytes()).await,
+        (Some("local"), None) => c.node.storage().get(&q.db, q.key.as_bytes()),
+        (Some("bounded"), Some(d)) => {
+            let bound = Duration::from_millis(d);
+            c.node.read_bounded(&q.db, q.key.as_bytes(), bound).await
+        }
+        (Some("bounded"), None) => return bad("consistency bounded needs max_lag_ms"),
+        (_, Some(_)) => return bad("max_lag_ms goes with consistency=bounded only"),
+        (Some(other), None) => {
+            return bad(format!(
+                "consistency {other:?}: linearizable, bounded or local"
+            ))
+        }
     };
     match r {
         Ok(v) => Json(json!({ "value": text(v) })).into_response(),
-        Err(e) => refused(&c, e),
+        Err(e) => match e.too_stale() {
+            // Not fresh enough here: 421, naming the leader, where the read is fresh.
+            Some(s) => {
+                let (id, addr) = leader_of(&c, None);
+                let stale = json!({ "since_ms": s.since_ms, "applied": s.applied,
+                    "leader_commit": s.leader_commit, "bound_ms": s.bound_ms });
+                let body = json!({ "error": e.to_string(), "too_stale": stale,
+                    "leader_id": id, "leader_addr": addr });
+                (StatusCode::MISDIRECTED_REQUEST, Json(body)).into_response()
+            }
+            None => refused(&c, e),
+        },
     }
 }
 

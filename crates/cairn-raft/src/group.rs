@@ -145,6 +145,7 @@ async fn propose(raft: &Raft, group: Vec<Pending>) {
                 let _ = reply.send(Err(Error {
                     inner: e.inner.clone(),
                     leader: e.leader,
+                    stale: None,
                 }));
             }
         }
@@ -162,5 +163,6 @@ pub(crate) fn write_error(
     Error {
         inner: openraft::AnyError::new(&e),
         leader,
+        stale: None,
     }
 }

@@ -28,13 +28,18 @@
 //!   configurations to explore (a client retrying against a dead leader makes many).
 //! - Equal instants count as overlapping (an invocation sorts before an answer at the same
 //!   instant), again the permissive choice.
+//! - A stale-bounded read (`Node::read_bounded` with bound B) is recorded by
+//!   [`History::perform_bounded_read`] with its invocation instant moved B earlier: the check
+//!   then asks for a linearization in which the read takes effect at some point no earlier
+//!   than B before it began (and no later than its answer), which is what a bound of B
+//!   promises in real time; every other operation keeps its own interval.
 //! - The search is bounded: at most `budget` steps per key, after which the verdict is
 //!   [`CheckError::Undecided`], never a silent pass.
 
 use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// What an operation did.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -133,6 +138,32 @@ impl History {
             call,
             ret,
         });
+        outcome
+    }
+
+    /// Performs a stale-bounded read of `key` through `run` and, if it answered, records it
+    /// with its invocation instant moved `bound` earlier (module invariants). Returns the
+    /// outcome.
+    pub async fn perform_bounded_read<F: Future<Output = Outcome>>(
+        &self,
+        client: u64,
+        key: &str,
+        bound: Duration,
+        run: F,
+    ) -> Outcome {
+        let call = self.now();
+        let outcome = run.await;
+        let ret = self.now();
+        if let Outcome::Read(v) = &outcome {
+            let back = u64::try_from(bound.as_nanos()).unwrap_or(u64::MAX);
+            self.record(Operation {
+                client,
+                key: key.to_string(),
+                kind: Kind::Get(v.clone()),
+                call: call.saturating_sub(back),
+                ret: Some(ret),
+            });
+        }
         outcome
     }
 

@@ -12,6 +12,8 @@
 //! - A snapshot is a hot copy whose metadata comes from the copy's own read transaction; an
 //!   install keeps the node's log and vote and swaps environments under an exclusive hold of
 //!   the shared handle (snapshot.rs).
+//! - A stale-bounded read on a follower answers only from a state at least as new as its
+//!   leader's commit index as of an append-entries it accepted within the bound (fresh.rs).
 //! - openraft's types are named in `raft` (and used by the trait implementations only): its
 //!   API changes are absorbed there.
 //!
@@ -29,6 +31,7 @@
 
 pub mod cluster;
 pub mod ext;
+mod fresh;
 mod group;
 pub mod history;
 mod log;
@@ -41,6 +44,7 @@ mod snapshot;
 mod store;
 mod types;
 
+pub use fresh::{Freshness, TooStale};
 pub use log::LogStore;
 pub use node::{Node, Written};
 pub use sm::StateMachine;
@@ -55,6 +59,7 @@ use std::sync::Arc;
 pub struct Error {
     inner: openraft::AnyError,
     leader: Option<raft::NodeId>,
+    stale: Option<TooStale>,
 }
 
 impl Error {
@@ -63,6 +68,22 @@ impl Error {
     pub fn leader(&self) -> Option<raft::NodeId> {
         self.leader
     }
+
+    /// For a bounded read ([`Node::read_bounded`]) this node refused: why it cannot show that
+    /// its state is within the bound. A client may retry on the leader.
+    pub fn too_stale(&self) -> Option<TooStale> {
+        self.stale
+    }
+}
+
+impl From<TooStale> for Error {
+    fn from(s: TooStale) -> Error {
+        Error {
+            inner: openraft::AnyError::new(&s),
+            leader: None,
+            stale: Some(s),
+        }
+    }
 }
 
 impl From<openraft::AnyError> for Error {
@@ -70,6 +91,7 @@ impl From<openraft::AnyError> for Error {
         Error {
             inner,
             leader: None,
+            stale: None,
         }
     }
 }

@@ -1,23 +1,29 @@
 //! A Raft node over Cairn storage: openraft's `Raft` with Cairn-Raft's log store and state
 //! machine, and the client operations of docs/replication.md ("What a client is promised"):
-//! batched writes through the leader, linearizable reads on the leader, local reads.
+//! batched writes through the leader, linearizable reads on the leader, stale-bounded reads on
+//! any node, local reads.
 //!
-//! Invariant: a read through [`Node::read`] returns a value at least as new as every write
+//! Invariants: a read through [`Node::read`] returns a value at least as new as every write
 //! acknowledged before the read began, on any node that answers it (a node that is not the
-//! leader refuses, naming the leader it knows).
+//! leader refuses, naming the leader it knows). A read through [`Node::read_bounded`] on a
+//! node that is not the leader answers only from a state at least as new as its leader's
+//! commit index as of an append-entries it accepted at most the bound before it answered
+//! (fresh.rs); on the leader it is the linearizable read.
 
 use crate::ext::Extension;
+use crate::fresh::{judge, receive_append, Freshness, Verdict};
 use crate::group::{write_error, Grouper};
 use crate::raft::{Config, Node as Member, NodeId, Raft, RaftMetrics, TypeConfig};
 use crate::types::{check_ops, Op, Request, Response};
 use crate::{Error, Storage};
 use openraft::error::{CheckIsLeaderError, RaftError};
 use openraft::network::RaftNetworkFactory;
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse};
 use openraft::ChangeMembers;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// An acknowledged write.
 #[derive(Clone, Debug)]
@@ -37,6 +43,8 @@ pub struct Node {
     storage: Storage,
     /// Proposes the write batches that wait together as one entry (group.rs).
     grouper: Grouper,
+    /// The last append-entries accepted from a leader, for bounded reads (fresh.rs).
+    fresh: Arc<Freshness>,
 }
 
 fn any<E: std::error::Error + 'static>(e: E) -> Error {
@@ -83,12 +91,27 @@ impl Node {
             raft,
             storage,
             grouper,
+            fresh: Arc::default(),
         })
     }
 
     /// The openraft node, for the operations not yet wrapped (membership changes).
     pub fn raft(&self) -> &Raft {
         &self.raft
+    }
+
+    /// Hands an append-entries RPC from the leader to this node (the networks' receiving side:
+    /// cluster.rs's route, memnet.rs), noting what bounded reads need (fresh.rs).
+    pub async fn append_entries(
+        &self,
+        req: AppendEntriesRequest<TypeConfig>,
+    ) -> Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>> {
+        receive_append(&self.raft, Some(&self.fresh), req).await
+    }
+
+    /// What this node remembers for bounded reads (shared with memnet's router).
+    pub(crate) fn freshness(&self) -> Arc<Freshness> {
+        Arc::clone(&self.fresh)
     }
 
     /// This node's storage (local reads).
@@ -147,6 +170,46 @@ impl Node {
             err
         })?;
         self.storage.get(db, key)
+    }
+
+    /// A stale-bounded read (docs/replication.md, "Stale-bounded follower reads"). On a node
+    /// that is not the leader: answers from the local state if the node accepted an
+    /// append-entries from the leader it still follows at most `bound` ago and has applied the
+    /// commit index it carried (waiting for that apply, within the bound); else refuses with
+    /// [`Error::too_stale`]. On the leader: the linearizable read, which is at least as fresh.
+    pub async fn read_bounded(
+        &self,
+        db: &str,
+        key: &[u8],
+        bound: Duration,
+    ) -> Result<Option<Vec<u8>>, Error> {
+        // Each round answers, refuses, or waits for an apply that ends within the bound; a
+        // newer heartbeat may meanwhile raise the index to wait for, so a few rounds are
+        // allowed, and the last one refuses rather than wait again.
+        for round in 0..4 {
+            let m = self.metrics();
+            if m.state == crate::raft::ServerState::Leader {
+                return self.read(db, key).await;
+            }
+            let applied = m.last_applied.map(|l| l.index);
+            match judge(
+                self.fresh.last().as_ref(),
+                &m.vote,
+                applied,
+                bound,
+                Instant::now(),
+            ) {
+                Verdict::Answer => return self.storage.get(db, key),
+                Verdict::Wait { index, within, .. } if round < 3 => {
+                    // A timeout is judged again by the next round.
+                    let _ = self.wait_applied(index, within).await;
+                }
+                Verdict::Wait { stale, .. } | Verdict::Refuse(stale) => {
+                    return Err(Error::from(stale))
+                }
+            }
+        }
+        unreachable!("the last round answers or refuses")
     }
 
     /// The node's current view: role, leader, log and applied indexes.

@@ -4,7 +4,8 @@
 //! agrees with an exhaustive search on thousands of small random histories, and decides a
 //! history of thousands of operations within its budget.
 
-use cairn_raft::history::{check, CheckError, Kind, Operation, Rng, Workload};
+use cairn_raft::history::{check, CheckError, History, Kind, Operation, Outcome, Rng, Workload};
+use std::time::Duration;
 
 const BUDGET: u64 = 10_000_000;
 
@@ -345,4 +346,57 @@ fn many_unread_puts_of_unknown_outcome_do_not_blow_up_the_search() {
     // ... but not if the read began before x7 was invoked.
     h.push(get("k", Some("x150"), 0, 5));
     assert!(!linearizable(&h));
+}
+
+#[test]
+fn a_bounded_read_may_see_the_state_no_earlier_than_its_bound_before_it_began() {
+    // "a" acknowledged at 10, overwritten by "b" acknowledged at 100 ms.
+    let ms = 1_000_000u64;
+    let h = History::new();
+    h.record(put("k", "a", 0, Some(10)));
+    h.record(put("k", "b", 20, Some(100 * ms)));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let read = |bound_ms: u64| {
+        let h = &h;
+        async move {
+            h.perform_bounded_read(7, "k", Duration::from_millis(bound_ms), async {
+                Outcome::Read(Some("a".into()))
+            })
+            .await
+        }
+    };
+    rt.block_on(async {
+        // Begun after 150 ms: a bound of 100 ms reaches back to 50 ms, before "b" was
+        // acknowledged, so "a" is allowed; a bound of 10 ms does not reach it.
+        while h.now() < 150 * ms {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let begun = h.now();
+        assert_eq!(read(begun / ms - 50).await, Outcome::Read(Some("a".into())));
+    });
+    let ops = h.operations();
+    assert!(ops[2].call <= 50 * ms + ms, "{:?}", ops[2]);
+    assert!(linearizable(&ops));
+    rt.block_on(async {
+        read(10).await;
+    });
+    let ops = h.operations();
+    assert!(
+        !linearizable(&ops),
+        "a read of a value overwritten past its bound"
+    );
+    // A refused read is not recorded.
+    rt.block_on(async {
+        let h = &h;
+        let o = h
+            .perform_bounded_read(7, "k", Duration::from_millis(10), async {
+                Outcome::Unknown
+            })
+            .await;
+        assert_eq!(o, Outcome::Unknown);
+    });
+    assert_eq!(h.operations().len(), ops.len());
 }

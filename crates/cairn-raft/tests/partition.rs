@@ -14,7 +14,7 @@
 //! as if it were linearizable is rejected by the checker. Local readers on every node check
 //! the weaker promise of local reads (only written values, never going back).
 
-use cairn_raft::history::{check, CheckError, History, Kind, Operation, Outcome, Workload};
+use cairn_raft::history::{check, History, Kind, Operation, Outcome, Workload};
 use cairn_raft::{Node, Op};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,23 +32,6 @@ const MAX_OPS: usize = 200;
 const OP_TIMEOUT: Duration = Duration::from_millis(1000);
 /// The checker's step budget per key.
 const BUDGET: u64 = 5_000_000;
-
-async fn leader_among(nodes: &BTreeMap<u64, Node>, ids: &[u64]) -> u64 {
-    let start = Instant::now();
-    loop {
-        let seen: Vec<Option<u64>> = ids
-            .iter()
-            .map(|i| nodes[i].metrics().current_leader)
-            .collect();
-        if let Some(Some(l)) = seen.first() {
-            if ids.contains(l) && seen.iter().all(|s| *s == Some(*l)) {
-                return *l;
-            }
-        }
-        assert!(start.elapsed() < WAIT, "no agreed leader among {ids:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 /// The log index of each acknowledged put, by its (unique) value.
 type Indexes = Mutex<HashMap<String, u64>>;
@@ -102,10 +85,9 @@ async fn client(
     let mut w = Workload::new(c, KEYS);
     let mut target = ids[c as usize % ids.len()];
     for _ in 0..MAX_OPS {
-        if stop.load(Ordering::Relaxed) {
+        let Some((key, put)) = support::next_op(&mut w, &stop) else {
             return;
-        }
-        let (key, put) = w.next_op();
+        };
         let mut hint = None;
         let outcome = history
             .perform(c, &key, put.clone(), async {
@@ -131,10 +113,9 @@ async fn client(
 async fn pinned_reader(node: Node, c: u64, history: Arc<History>, stop: Arc<AtomicBool>) {
     let mut w = Workload::new(c, KEYS);
     for _ in 0..MAX_OPS {
-        if stop.load(Ordering::Relaxed) {
+        let Some((key, _)) = support::next_op(&mut w, &stop) else {
             return;
-        }
-        let (key, _) = w.next_op();
+        };
         let read = async {
             match tokio::time::timeout(OP_TIMEOUT, node.read("lin", key.as_bytes())).await {
                 Ok(Ok(v)) => Outcome::Read(v.map(|b| String::from_utf8(b).unwrap())),
@@ -222,7 +203,7 @@ async fn recorded(history: &History, n: usize) {
 async fn an_isolated_leader_loses_its_unacknowledged_write_and_the_majority_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let (router, nodes) = support::start(dir.path(), &[1, 2, 3], || None).await;
-    let old = leader_among(&nodes, &[1, 2, 3]).await;
+    let old = support::leader_among(&nodes, &[1, 2, 3]).await;
 
     let history = Arc::new(History::new());
     let stop = Arc::new(AtomicBool::new(false));
@@ -275,7 +256,7 @@ async fn an_isolated_leader_loses_its_unacknowledged_write_and_the_majority_goes
         let n = nodes[&old].clone();
         tokio::spawn(async move { n.write(vec![Op::put("kv", "lost", "1")]).await })
     };
-    let new = leader_among(&nodes, &rest).await;
+    let new = support::leader_among(&nodes, &rest).await;
     assert_ne!(new, old);
     let during = history.operations().len();
 
@@ -341,7 +322,7 @@ async fn an_isolated_leader_loses_its_unacknowledged_write_and_the_majority_goes
         }
         assert_eq!(node.storage().get("kv", b"lost").unwrap(), None);
     }
-    assert_eq!(leader_among(&nodes, &[1, 2, 3]).await, new);
+    assert_eq!(support::leader_among(&nodes, &[1, 2, 3]).await, new);
 
     recorded(&history, healed + 60).await;
     stop.store(true, Ordering::Relaxed);
@@ -370,15 +351,7 @@ async fn an_isolated_leader_loses_its_unacknowledged_write_and_the_majority_goes
         healed - during,
         ops.len() - healed
     );
-    let mut with_stale = ops;
-    with_stale.push(stale_read);
-    assert!(
-        matches!(
-            check(&with_stale, BUDGET),
-            Err(CheckError::NotLinearizable { .. })
-        ),
-        "the old leader's stale local read passed the check"
-    );
+    support::assert_rejected(ops, stale_read, BUDGET, "the old leader's stale local read");
     // The write proposed to the isolated leader ends in an error, never a success.
     if let Ok(Ok(r)) = tokio::time::timeout(Duration::from_secs(5), lost).await {
         assert!(r.is_err(), "the lost write was acknowledged: {r:?}");

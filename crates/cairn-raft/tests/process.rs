@@ -4,7 +4,8 @@
 //! directory; a follower removed, wiped, restarted empty and added back as a learner (it can
 //! only catch up by a snapshot install: the leader's log is purged) then promoted; a 3 MB
 //! batch crosses the network as one entry; at the end
-//! every acknowledged write is in every node's applied state, read from each node locally.
+//! every acknowledged write is in every node's applied state, read from each node locally,
+//! and every node answers a stale-bounded read itself.
 //!
 //! Beside the write load, recording clients put and read (linearizable reads, on the leader)
 //! a few contended keys of database `lin` across the leader's kill and the election after
@@ -389,6 +390,11 @@ async fn processes_survive_a_killed_leader_and_rebuild_a_follower_by_snapshot() 
             );
         }
         assert_eq!(have.get("last").copied(), Some("1"));
+        // A bounded read, answered by this node itself (`get` follows no 421): followers
+        // learn their freshness from the appends the HTTP route hands to the node.
+        let q = "/read?db=kv&key=last&consistency=bounded&max_lag_ms=1000";
+        let v = poll("a bounded read answered", || get(&p.addr, q)).await;
+        assert_eq!(v["value"], "1", "node {}", p.id);
         let big = get(&p.addr, "/scan?db=big").await.unwrap();
         let big = big["entries"].as_array().unwrap();
         assert_eq!(big.len(), 300, "node {}", p.id);
