@@ -375,6 +375,38 @@ impl DupPos {
         self.main.leaf()
     }
 
+    /// In a database without sorted duplicates: steps forward (or backward) from `held`, the
+    /// main-tree leaf the position stands in (read by the caller), and returns the leaf and
+    /// slot it then stands in, reading no page when the step stays in `held` and only the
+    /// pages of the path to the neighbouring leaf otherwise; None, unpositioned, at the end.
+    pub fn step_main<'a, S: PageSource + ?Sized>(
+        &mut self,
+        src: &'a S,
+        fwd: bool,
+        held: Page<'a>,
+    ) -> Result<Option<(Page<'a>, usize)>> {
+        if self.dups {
+            return Err(Error::internal("step_main in a DUP_SORT database"));
+        }
+        let Some((pg, _)) = self.main.leaf() else {
+            return Ok(None);
+        };
+        let landed = self
+            .main
+            .step_keep(src, fwd, Some((pg, Leaf::Nodes(held))))?;
+        self.at = At::One;
+        match (landed, self.main.leaf()) {
+            (Some(Leaf::Nodes(p)), Some((_, i))) => Ok(Some((p, i))),
+            (Some(Leaf::Packed(_)), _) => Err(Error::corrupted(
+                "packed leaf in the main tree of a database without duplicates",
+            )),
+            _ => {
+                self.main.clear();
+                Ok(None)
+            }
+        }
+    }
+
     /// Moves to slot `i` of the current main-tree leaf (a slot the caller read from it).
     #[inline]
     pub fn set_main_slot(&mut self, i: usize) {
