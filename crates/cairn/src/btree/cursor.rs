@@ -339,6 +339,63 @@ impl Position {
         Ok(None)
     }
 
+    /// `step_keep` for a walk over node leaves that holds the leaf it stands in (`held`) and,
+    /// when it has it, that leaf's parent (`parent`: the branch one level up, read for this
+    /// position): the parent is read only when not held. Returns the leaf it then stands in
+    /// and the parent over it when known (None after a climb past the parent, or over a root
+    /// leaf); None, position kept, at the end (start).
+    pub fn step_leaf<'a, S: PageSource + ?Sized>(
+        &mut self,
+        src: &'a S,
+        fwd: bool,
+        held: crate::format::Page<'a>,
+        parent: Option<crate::format::Page<'a>>,
+    ) -> Result<Option<(Leaf<'a>, Option<crate::format::Page<'a>>)>> {
+        let d = self.stack.len();
+        let Some((_, i)) = self.stack.last() else {
+            return Ok(None);
+        };
+        let inside = if fwd {
+            i + 1 < held.nkeys()
+        } else {
+            i > 0 && i <= held.nkeys()
+        };
+        if inside || d < 2 || self.packed.is_some() {
+            // Within the leaf, over a root leaf, or packed leaves: the general step.
+            let pg = self.stack.last().map_or(0, |t| t.0);
+            let l = self.step_keep(src, fwd, Some((pg, Leaf::Nodes(held))))?;
+            return Ok(l.map(|l| (l, parent.filter(|_| inside))));
+        }
+        let (ppg, j) = self.stack.at(d - 2);
+        let pp = match parent {
+            Some(p) => p,
+            None => tree_page(src, ppg)?,
+        };
+        let moved = if fwd && j + 1 < pp.nkeys() {
+            Some(j + 1)
+        } else if !fwd && j > 0 {
+            Some(j - 1)
+        } else {
+            None
+        };
+        let Some(j) = moved else {
+            // Past the parent's edge: the climb reads the levels above.
+            let pg = self.stack.last().map_or(0, |t| t.0);
+            return Ok(self
+                .step_keep(src, fwd, Some((pg, Leaf::Nodes(held))))?
+                .map(|l| (l, None)));
+        };
+        self.stack.truncate(d - 1);
+        self.stack.set_slot(d - 2, j);
+        let child = pp.child(j)?;
+        match self.push_edge(src, child, !fwd)? {
+            Some(l) => Ok(Some((l, Some(pp)))),
+            None => Err(Error::corrupted(format!(
+                "page {child}: empty page inside a tree"
+            ))),
+        }
+    }
+
     /// The entry under the cursor.
     #[inline]
     pub fn current<'a, S: PageSource + ?Sized>(

@@ -376,28 +376,26 @@ impl DupPos {
     }
 
     /// In a database without sorted duplicates: steps forward (or backward) from `held`, the
-    /// main-tree leaf the position stands in (read by the caller), and returns the leaf and
-    /// slot it then stands in, reading no page when the step stays in `held` and only the
-    /// pages of the path to the neighbouring leaf otherwise; None, unpositioned, at the end.
+    /// main-tree leaf the position stands in (read by the caller), with its parent branch
+    /// when the caller holds it, and returns the leaf and slot it then stands in and the
+    /// parent over it when known: no page is read when the step stays in `held`, and only the
+    /// neighbouring leaf when it stays under the held parent. None, unpositioned, at the end.
+    #[allow(clippy::type_complexity, reason = "a leaf, its slot and its parent")]
     pub fn step_main<'a, S: PageSource + ?Sized>(
         &mut self,
         src: &'a S,
         fwd: bool,
         held: Page<'a>,
-    ) -> Result<Option<(Page<'a>, usize)>> {
+        parent: Option<Page<'a>>,
+    ) -> Result<Option<(Page<'a>, usize, Option<Page<'a>>)>> {
         if self.dups {
             return Err(Error::internal("step_main in a DUP_SORT database"));
         }
-        let Some((pg, _)) = self.main.leaf() else {
-            return Ok(None);
-        };
-        let landed = self
-            .main
-            .step_keep(src, fwd, Some((pg, Leaf::Nodes(held))))?;
+        let landed = self.main.step_leaf(src, fwd, held, parent)?;
         self.at = At::One;
         match (landed, self.main.leaf()) {
-            (Some(Leaf::Nodes(p)), Some((_, i))) => Ok(Some((p, i))),
-            (Some(Leaf::Packed(_)), _) => Err(Error::corrupted(
+            (Some((Leaf::Nodes(p), up)), Some((_, i))) => Ok(Some((p, i, up))),
+            (Some((Leaf::Packed(_), _)), _) => Err(Error::corrupted(
                 "packed leaf in the main tree of a database without duplicates",
             )),
             _ => {

@@ -24,6 +24,10 @@ pub struct Iter<'t> {
     /// slot is the end's place and the position's leaf slot may lag behind: it is brought up
     /// to date when the walk leaves the leaf (`main_leave`), the only move that reads it.
     main: [Option<(Page<'t>, usize)>; 2],
+    /// Per end: the parent branch of the leaf in `main`, when known (read when the walk last
+    /// moved between leaves under it), so that the next move between its children reads only
+    /// the leaf it lands in. Cleared whenever `main` is set from the position.
+    up: [Option<Page<'t>>; 2],
     /// Pairs yielded so far, both ends: more than the record counts means a crafted tree
     /// (children shared between branches), reported instead of walked for ever.
     yielded: u64,
@@ -50,6 +54,7 @@ impl<'t> Iter<'t> {
             done: false,
             leaf: [None, None],
             main: [None, None],
+            up: [None, None],
             yielded: 0,
         })
     }
@@ -122,10 +127,13 @@ impl<'t> Iter<'t> {
             &mut self.back
         };
         pos.set_main_slot(i);
-        self.main[side] = pos.step_main(self.src, side == 0, p)?;
-        let Some((p, i)) = self.main[side] else {
+        let Some((p, i, up)) = pos.step_main(self.src, side == 0, p, self.up[side])? else {
+            self.main[side] = None;
+            self.up[side] = None;
             return Ok(None);
         };
+        self.main[side] = Some((p, i));
+        self.up[side] = up;
         let n = p.node(i)?;
         Ok(Some((n.key, crate::btree::node_value(self.src, &n)?)))
     }
@@ -148,6 +156,7 @@ impl<'t> Iter<'t> {
     fn landed(&mut self, side: usize) -> Result<Entry<'t>> {
         let pos = if side == 0 { &self.front } else { &self.back };
         self.main[side] = pos.main_leaf(self.src)?;
+        self.up[side] = None;
         if let Some((p, i)) = self.main[side] {
             // No sorted duplicates: the pair is the leaf's node, read from the page already
             // in hand (not looked up again through the position).
