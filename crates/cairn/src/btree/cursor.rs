@@ -9,6 +9,16 @@ use crate::error::{Error, Result};
 use crate::format::{DbRecord, KeyCmp, Leaf};
 use std::cmp::Ordering;
 
+/// The slot after (`fwd`) or before slot `i` of a branch of `n` children, if it has one.
+#[inline]
+fn beside(fwd: bool, i: usize, n: usize) -> Option<usize> {
+    if fwd {
+        (i + 1 < n).then_some(i + 1)
+    } else {
+        i.checked_sub(1)
+    }
+}
+
 /// Where a cursor stands.
 #[derive(Clone, Debug, Default)]
 pub struct Position {
@@ -317,14 +327,7 @@ impl Position {
             lvl -= 1;
             let (pgno, i) = self.stack.at(lvl);
             let p = tree_page(src, pgno)?;
-            let moved = if fwd && i + 1 < p.nkeys() {
-                Some(i + 1)
-            } else if !fwd && i > 0 {
-                Some(i - 1)
-            } else {
-                None
-            };
-            if let Some(j) = moved {
+            if let Some(j) = beside(fwd, i, p.nkeys()) {
                 self.stack.truncate(lvl + 1);
                 self.stack.set_slot(lvl, j);
                 let child = p.child(j)?;
@@ -371,14 +374,7 @@ impl Position {
             Some(p) => p,
             None => tree_page(src, ppg)?,
         };
-        let moved = if fwd && j + 1 < pp.nkeys() {
-            Some(j + 1)
-        } else if !fwd && j > 0 {
-            Some(j - 1)
-        } else {
-            None
-        };
-        let Some(j) = moved else {
+        let Some(j) = beside(fwd, j, pp.nkeys()) else {
             // Past the parent's edge: the climb reads the levels above.
             let pg = self.stack.last().map_or(0, |t| t.0);
             return Ok(self

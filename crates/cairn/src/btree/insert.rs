@@ -265,17 +265,7 @@ pub fn put_in_leaf<W: PageWriter + ?Sized>(
             // Before the first key or after the last: a neighbour may be the place.
             return Ok(None);
         }
-        let node = NodeIn {
-            flags: 0,
-            key,
-            val,
-            vlen: val.len() as u32,
-        };
-        if !PageMut::new(b).insert(i, &node)? {
-            return Ok(None);
-        }
-        rec.entries += 1;
-        return Ok(Some((Outcome::Inserted, i)));
+        return Ok(insert_plain(b, rec, i, key, val)?.then_some((Outcome::Inserted, i)));
     }
     let old = p.node(i)?;
     // Only a plain inline value of the same size is rewritten here.
@@ -314,17 +304,29 @@ pub fn append_in_leaf<W: PageWriter + ?Sized>(
     if !p.is_leaf() || n == 0 || cmp.cmp(p.key(n - 1)?, key) != std::cmp::Ordering::Less {
         return Ok(None);
     }
+    Ok(insert_plain(b, rec, n, key, val)?.then_some(n))
+}
+
+/// Inserts a plain node (`key`, inline `val`) at slot `i` of the dirty leaf image `b` and
+/// counts the new entry; false, nothing changed, when it does not fit.
+fn insert_plain(
+    b: &mut [u8],
+    rec: &mut DbRecord,
+    i: usize,
+    key: &[u8],
+    val: &[u8],
+) -> Result<bool> {
     let node = NodeIn {
         flags: 0,
         key,
         val,
         vlen: val.len() as u32,
     };
-    if !PageMut::new(b).insert(n, &node)? {
-        return Ok(None);
+    if !PageMut::new(b).insert(i, &node)? {
+        return Ok(false);
     }
     rec.entries += 1;
-    Ok(Some(n))
+    Ok(true)
 }
 
 /// The slot of `key` in leaf `p` and whether it is there, trying the slot after `near` (the
