@@ -9,6 +9,16 @@ use crate::error::{Error, Result};
 use crate::format::{DbRecord, KeyCmp, Leaf};
 use std::cmp::Ordering;
 
+/// The slot after (`fwd`) or before slot `i` of a branch of `n` children, if it has one.
+#[inline]
+fn beside(fwd: bool, i: usize, n: usize) -> Option<usize> {
+    if fwd {
+        (i + 1 < n).then_some(i + 1)
+    } else {
+        i.checked_sub(1)
+    }
+}
+
 /// Where a cursor stands.
 #[derive(Clone, Debug, Default)]
 pub struct Position {
@@ -317,14 +327,7 @@ impl Position {
             lvl -= 1;
             let (pgno, i) = self.stack.at(lvl);
             let p = tree_page(src, pgno)?;
-            let moved = if fwd && i + 1 < p.nkeys() {
-                Some(i + 1)
-            } else if !fwd && i > 0 {
-                Some(i - 1)
-            } else {
-                None
-            };
-            if let Some(j) = moved {
+            if let Some(j) = beside(fwd, i, p.nkeys()) {
                 self.stack.truncate(lvl + 1);
                 self.stack.set_slot(lvl, j);
                 let child = p.child(j)?;
@@ -337,6 +340,56 @@ impl Position {
             }
         }
         Ok(None)
+    }
+
+    /// `step_keep` for a walk over node leaves that holds the leaf it stands in (`held`) and,
+    /// when it has it, that leaf's parent (`parent`: the branch one level up, read for this
+    /// position): the parent is read only when not held. Returns the leaf it then stands in
+    /// and the parent over it when known (None after a climb past the parent, or over a root
+    /// leaf); None, position kept, at the end (start).
+    pub fn step_leaf<'a, S: PageSource + ?Sized>(
+        &mut self,
+        src: &'a S,
+        fwd: bool,
+        held: crate::format::Page<'a>,
+        parent: Option<crate::format::Page<'a>>,
+    ) -> Result<Option<(Leaf<'a>, Option<crate::format::Page<'a>>)>> {
+        let d = self.stack.len();
+        let Some((_, i)) = self.stack.last() else {
+            return Ok(None);
+        };
+        let inside = if fwd {
+            i + 1 < held.nkeys()
+        } else {
+            i > 0 && i <= held.nkeys()
+        };
+        if inside || d < 2 || self.packed.is_some() {
+            // Within the leaf, over a root leaf, or packed leaves: the general step.
+            let pg = self.stack.last().map_or(0, |t| t.0);
+            let l = self.step_keep(src, fwd, Some((pg, Leaf::Nodes(held))))?;
+            return Ok(l.map(|l| (l, parent.filter(|_| inside))));
+        }
+        let (ppg, j) = self.stack.at(d - 2);
+        let pp = match parent {
+            Some(p) => p,
+            None => tree_page(src, ppg)?,
+        };
+        let Some(j) = beside(fwd, j, pp.nkeys()) else {
+            // Past the parent's edge: the climb reads the levels above.
+            let pg = self.stack.last().map_or(0, |t| t.0);
+            return Ok(self
+                .step_keep(src, fwd, Some((pg, Leaf::Nodes(held))))?
+                .map(|l| (l, None)));
+        };
+        self.stack.truncate(d - 1);
+        self.stack.set_slot(d - 2, j);
+        let child = pp.child(j)?;
+        match self.push_edge(src, child, !fwd)? {
+            Some(l) => Ok(Some((l, Some(pp)))),
+            None => Err(Error::corrupted(format!(
+                "page {child}: empty page inside a tree"
+            ))),
+        }
     }
 
     /// The entry under the cursor.

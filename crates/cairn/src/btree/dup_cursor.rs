@@ -375,6 +375,36 @@ impl DupPos {
         self.main.leaf()
     }
 
+    /// In a database without sorted duplicates: steps forward (or backward) from `held`, the
+    /// main-tree leaf the position stands in (read by the caller), with its parent branch
+    /// when the caller holds it, and returns the leaf and slot it then stands in and the
+    /// parent over it when known: no page is read when the step stays in `held`, and only the
+    /// neighbouring leaf when it stays under the held parent. None, unpositioned, at the end.
+    #[allow(clippy::type_complexity, reason = "a leaf, its slot and its parent")]
+    pub fn step_main<'a, S: PageSource + ?Sized>(
+        &mut self,
+        src: &'a S,
+        fwd: bool,
+        held: Page<'a>,
+        parent: Option<Page<'a>>,
+    ) -> Result<Option<(Page<'a>, usize, Option<Page<'a>>)>> {
+        if self.dups {
+            return Err(Error::internal("step_main in a DUP_SORT database"));
+        }
+        let landed = self.main.step_leaf(src, fwd, held, parent)?;
+        self.at = At::One;
+        match (landed, self.main.leaf()) {
+            (Some((Leaf::Nodes(p), up)), Some((_, i))) => Ok(Some((p, i, up))),
+            (Some((Leaf::Packed(_), _)), _) => Err(Error::corrupted(
+                "packed leaf in the main tree of a database without duplicates",
+            )),
+            _ => {
+                self.main.clear();
+                Ok(None)
+            }
+        }
+    }
+
     /// Moves to slot `i` of the current main-tree leaf (a slot the caller read from it).
     #[inline]
     pub fn set_main_slot(&mut self, i: usize) {

@@ -216,8 +216,8 @@ pub fn put_landing<W: PageWriter + ?Sized>(
             val: stored.to_vec(),
             vlen: vlen as u32,
         };
-        split(w, rec, cmp, path, pg, i, owned, mode == Mode::Append)?;
-        return Ok((outcome, None));
+        let landed = split(w, rec, cmp, path, pg, i, owned, mode == Mode::Append)?;
+        return Ok((outcome, landed));
     }
     Ok((outcome, Some((pg, i))))
 }
@@ -265,17 +265,7 @@ pub fn put_in_leaf<W: PageWriter + ?Sized>(
             // Before the first key or after the last: a neighbour may be the place.
             return Ok(None);
         }
-        let node = NodeIn {
-            flags: 0,
-            key,
-            val,
-            vlen: val.len() as u32,
-        };
-        if !PageMut::new(b).insert(i, &node)? {
-            return Ok(None);
-        }
-        rec.entries += 1;
-        return Ok(Some((Outcome::Inserted, i)));
+        return Ok(insert_plain(b, rec, i, key, val)?.then_some((Outcome::Inserted, i)));
     }
     let old = p.node(i)?;
     // Only a plain inline value of the same size is rewritten here.
@@ -285,6 +275,58 @@ pub fn put_in_leaf<W: PageWriter + ?Sized>(
     let at = old.val.as_ptr() as usize - p.bytes().as_ptr() as usize;
     b[at..at + val.len()].copy_from_slice(val);
     Ok(Some((Outcome::Replaced, i)))
+}
+
+/// Appends `key` with an inline value `val` at the end of `leaf`, without a descent: the
+/// shortcut of a sorted load (APPEND), whose keys all land at the right edge. Returns the new
+/// node's slot, or None, having changed nothing, when the node does not fit (a split is due),
+/// the value is not inline, or `key` does not sort after the leaf's last key (the caller's
+/// descent then reports the order error or splits).
+///
+/// `leaf` must be the rightmost leaf of the tree of `rec`, and dirty: the leaf the previous
+/// APPEND of this transaction landed in, no page allocated or freed since (the caller's
+/// `PutHint::tail`). A key past its last key is then past every key of the tree, and adding it
+/// at the end changes no separator above.
+pub fn append_in_leaf<W: PageWriter + ?Sized>(
+    w: &mut W,
+    rec: &mut DbRecord,
+    cmp: &KeyCmp,
+    leaf: u64,
+    key: &[u8],
+    val: &[u8],
+) -> Result<Option<usize>> {
+    if !format::value_inline(w.page_size(), key.len(), val.len()) {
+        return Ok(None);
+    }
+    let b = w.page_mut(leaf)?;
+    let p = format::Page::new(b, leaf)?;
+    let n = p.nkeys();
+    if !p.is_leaf() || n == 0 || cmp.cmp(p.key(n - 1)?, key) != std::cmp::Ordering::Less {
+        return Ok(None);
+    }
+    Ok(insert_plain(b, rec, n, key, val)?.then_some(n))
+}
+
+/// Inserts a plain node (`key`, inline `val`) at slot `i` of the dirty leaf image `b` and
+/// counts the new entry; false, nothing changed, when it does not fit.
+fn insert_plain(
+    b: &mut [u8],
+    rec: &mut DbRecord,
+    i: usize,
+    key: &[u8],
+    val: &[u8],
+) -> Result<bool> {
+    let node = NodeIn {
+        flags: 0,
+        key,
+        val,
+        vlen: val.len() as u32,
+    };
+    if !PageMut::new(b).insert(i, &node)? {
+        return Ok(false);
+    }
+    rec.entries += 1;
+    Ok(true)
 }
 
 /// The slot of `key` in leaf `p` and whether it is there, trying the slot after `near` (the
@@ -334,6 +376,8 @@ fn next_slot(
 
 /// Splits page `pg` (dirty) while inserting `node` at slot `at`, then carries the new
 /// separator up the path, splitting parents as needed and growing a new root at the top.
+/// When `pg` is a leaf, returns the half (a dirty leaf of the tree) and the slot where `node`
+/// landed: the hint for the puts that follow.
 #[allow(
     clippy::too_many_arguments,
     reason = "one call site; the state is the descent's"
@@ -347,49 +391,22 @@ pub(crate) fn split<W: PageWriter + ?Sized>(
     mut at: usize,
     mut node: OwnedNode,
     append: bool,
-) -> Result<()> {
-    let ps = w.page_size();
+) -> Result<Option<(u64, usize)>> {
     let hint = hinted(cmp);
+    let mut landed = None;
     // The page being split is read from a copy while its halves are built (one buffer for
-    // every level, not an allocation per node).
-    let mut image = Vec::with_capacity(ps);
+    // every level, not an allocation per node; none at all for the splits of an append).
+    let mut image = Vec::new();
     loop {
-        image.clear();
-        image.extend_from_slice(w.page(pg)?);
-        let p = format::Page::new(&image, pg)?;
-        let leaf = p.is_leaf();
-        let kind = if leaf { KIND_LEAF } else { KIND_BRANCH };
-        let mut nodes: Vec<NodeIn<'_>> = Vec::with_capacity(p.nkeys() + 1);
-        for i in 0..p.nkeys() {
-            nodes.push(NodeIn::from_node(&p.node(i)?));
-        }
-        nodes.insert(at, node.as_in());
-        let m = split_point(&nodes, at, ps, append);
-        debug_assert!(
-            0 < m && m < nodes.len(),
-            "a split leaves both halves non-empty"
-        );
-        let mut right = nodes.split_off(m);
-        // The separator: on leaves the shortest key between the halves (bytewise order), on
-        // branches the middle key moves up and the right page's first slot keeps no key.
-        let sep = if leaf {
-            let l = nodes[nodes.len() - 1].key;
-            let r = right[0].key;
-            if hint {
-                let c = format::common_prefix(l, r);
-                r[..(c + 1).min(r.len())].to_vec()
-            } else {
-                r.to_vec()
+        let (rpg, sep) = match split_end(w, rec, hint, pg, at, &node, append)? {
+            Some((rpg, sep, leaf)) => {
+                if leaf && landed.is_none() {
+                    landed = Some((rpg, 0));
+                }
+                (rpg, sep)
             }
-        } else {
-            std::mem::take(&mut right[0].key).to_vec()
+            None => split_cut(w, rec, hint, &mut image, pg, at, &node, append, &mut landed)?,
         };
-        build_page_in(w.page_mut(pg)?, kind, hint, &nodes)?;
-        let rpg = w.alloc(1)?;
-        build_page_in(w.page_mut(rpg)?, kind, hint, &right)?;
-        super::debug_assert_built(w, pg, kind, nodes.len());
-        super::debug_assert_built(w, rpg, kind, right.len());
-        count_page(rec, kind, 1);
         let up = OwnedNode {
             flags: 0,
             key: sep,
@@ -411,11 +428,11 @@ pub(crate) fn split<W: PageWriter + ?Sized>(
                 count_page(rec, KIND_BRANCH, 1);
                 rec.root = root;
                 rec.depth += 1;
-                return Ok(());
+                return Ok(landed);
             }
             Some((parent, idx)) => {
                 if PageMut::new(w.page_mut(parent)?).insert(idx + 1, &up.as_in())? {
-                    return Ok(());
+                    return Ok(landed);
                 }
                 pg = parent;
                 at = idx + 1;
@@ -423,6 +440,113 @@ pub(crate) fn split<W: PageWriter + ?Sized>(
             }
         }
     }
+}
+
+/// The split of an APPEND at the end of page `pg` (`at` = its node count): `pg` stays as it
+/// is, full, and `node` alone starts a new right page (what `split_point` chooses for an
+/// append, without copying and rebuilding the left page). Returns the new page, the separator
+/// to carry up and whether the pages are leaves; None when this is not such a split.
+fn split_end<W: PageWriter + ?Sized>(
+    w: &mut W,
+    rec: &mut DbRecord,
+    hint: bool,
+    pg: u64,
+    at: usize,
+    node: &OwnedNode,
+    append: bool,
+) -> Result<Option<(u64, Vec<u8>, bool)>> {
+    if !append {
+        return Ok(None);
+    }
+    let p = format::Page::new(w.page(pg)?, pg)?;
+    let n = p.nkeys();
+    if at != n || n == 0 {
+        return Ok(None);
+    }
+    let leaf = p.is_leaf();
+    let new = node.as_in();
+    let (kind, sep, right) = if leaf {
+        // The shortest key between the halves (bytewise order), as `split_cut` makes it.
+        let r = node.key.as_slice();
+        let sep = if hint {
+            let c = format::common_prefix(p.key(n - 1)?, r);
+            r[..(c + 1).min(r.len())].to_vec()
+        } else {
+            r.to_vec()
+        };
+        (KIND_LEAF, sep, new)
+    } else {
+        // A branch's key moves up; the right page's first slot keeps none.
+        (KIND_BRANCH, node.key.clone(), NodeIn { key: &[], ..new })
+    };
+    let rpg = w.alloc(1)?;
+    build_page_in(w.page_mut(rpg)?, kind, hint, &[right])?;
+    super::debug_assert_built(w, rpg, kind, 1);
+    count_page(rec, kind, 1);
+    Ok(Some((rpg, sep, leaf)))
+}
+
+/// The general split of `pg` with `node` inserted at `at`: both halves rebuilt around the cut
+/// `split_point` chooses (`image` is a scratch buffer for the old page). Returns the new right
+/// page and the separator to carry up; records in `landed` where `node` went when `pg` is a
+/// leaf.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call site; the state is the split's"
+)]
+fn split_cut<W: PageWriter + ?Sized>(
+    w: &mut W,
+    rec: &mut DbRecord,
+    hint: bool,
+    image: &mut Vec<u8>,
+    pg: u64,
+    at: usize,
+    node: &OwnedNode,
+    append: bool,
+    landed: &mut Option<(u64, usize)>,
+) -> Result<(u64, Vec<u8>)> {
+    let ps = w.page_size();
+    image.clear();
+    image.extend_from_slice(w.page(pg)?);
+    let p = format::Page::new(image, pg)?;
+    let leaf = p.is_leaf();
+    let kind = if leaf { KIND_LEAF } else { KIND_BRANCH };
+    let mut nodes: Vec<NodeIn<'_>> = Vec::with_capacity(p.nkeys() + 1);
+    for i in 0..p.nkeys() {
+        nodes.push(NodeIn::from_node(&p.node(i)?));
+    }
+    nodes.insert(at, node.as_in());
+    let m = split_point(&nodes, at, ps, append);
+    debug_assert!(
+        0 < m && m < nodes.len(),
+        "a split leaves both halves non-empty"
+    );
+    let mut right = nodes.split_off(m);
+    // The separator: on leaves the shortest key between the halves (bytewise order), on
+    // branches the middle key moves up and the right page's first slot keeps no key.
+    let sep = if leaf {
+        let l = nodes[nodes.len() - 1].key;
+        let r = right[0].key;
+        if hint {
+            let c = format::common_prefix(l, r);
+            r[..(c + 1).min(r.len())].to_vec()
+        } else {
+            r.to_vec()
+        }
+    } else {
+        std::mem::take(&mut right[0].key).to_vec()
+    };
+    build_page_in(w.page_mut(pg)?, kind, hint, &nodes)?;
+    let rpg = w.alloc(1)?;
+    build_page_in(w.page_mut(rpg)?, kind, hint, &right)?;
+    if leaf && landed.is_none() {
+        // The first (leaf) level: the node went to the left half below the cut.
+        *landed = Some(if at < m { (pg, at) } else { (rpg, at - m) });
+    }
+    super::debug_assert_built(w, pg, kind, nodes.len());
+    super::debug_assert_built(w, rpg, kind, right.len());
+    count_page(rec, kind, 1);
+    Ok((rpg, sep))
 }
 
 /// Where to cut `nodes` (the page's nodes plus the new one at `at`): the right half starts at

@@ -196,7 +196,8 @@ fn split<W: PageWriter + ?Sized>(
             if PageMut::new(w.page_mut(parent)?).insert(idx + 1, &up.as_in())? {
                 return Ok(());
             }
-            insert::split(w, sub, cmp, path, parent, idx + 1, up, append)
+            // A branch split: no leaf landing to report.
+            insert::split(w, sub, cmp, path, parent, idx + 1, up, append).map(drop)
         }
     }
 }

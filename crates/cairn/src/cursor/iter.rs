@@ -20,8 +20,14 @@ pub struct Iter<'t> {
     /// the slot reached, so that a step inside the leaf reads no page again (DUP_SORT).
     leaf: [Option<(&'t [u8], Leaf<'t>, usize)>; 2],
     /// Per end: the main-tree leaf being walked and the slot reached (databases without
-    /// sorted duplicates), so that a step inside the leaf reads no page again.
+    /// sorted duplicates), so that a step inside the leaf reads no page again. While set, its
+    /// slot is the end's place and the position's leaf slot may lag behind: it is brought up
+    /// to date when the walk leaves the leaf (`main_leave`), the only move that reads it.
     main: [Option<(Page<'t>, usize)>; 2],
+    /// Per end: the parent branch of the leaf in `main`, when known (read when the walk last
+    /// moved between leaves under it), so that the next move between its children reads only
+    /// the leaf it lands in. Cleared whenever `main` is set from the position.
+    up: [Option<Page<'t>>; 2],
     /// Pairs yielded so far, both ends: more than the record counts means a crafted tree
     /// (children shared between branches), reported instead of walked for ever.
     yielded: u64,
@@ -48,6 +54,7 @@ impl<'t> Iter<'t> {
             done: false,
             leaf: [None, None],
             main: [None, None],
+            up: [None, None],
             yielded: 0,
         })
     }
@@ -88,32 +95,68 @@ impl<'t> Iter<'t> {
         Ok(Some((k, p.key(j)?)))
     }
 
-    /// A step of end `side` inside the main-tree leaf it walks, if the step stays there.
+    /// A step of end `side` over the main tree of a database without sorted duplicates (the
+    /// end holds its leaf: `main[side]` is set); None at the end of the tree. A step inside
+    /// the leaf reads no page and leaves the position's slot behind (`main[side]` is the
+    /// truth while set, see the field); leaving the leaf is out of line.
     #[inline(always)]
     fn main_step(&mut self, side: usize) -> Result<Entry<'t>> {
+        let Some((p, i)) = &mut self.main[side] else {
+            return Ok(None);
+        };
+        let j = if side == 0 { *i + 1 } else { i.wrapping_sub(1) };
+        if j >= p.nkeys() {
+            return self.main_leave(side);
+        }
+        *i = j;
+        let n = p.node(j)?;
+        Ok(Some((n.key, crate::btree::node_value(self.src, &n)?)))
+    }
+
+    /// `main_step` past the edge of the leaf: the position catches up with the slot, steps
+    /// into the neighbouring leaf from the page in hand (not read again), and the end keeps
+    /// the leaf it lands in.
+    #[inline(never)]
+    fn main_leave(&mut self, side: usize) -> Result<Entry<'t>> {
         let Some((p, i)) = self.main[side] else {
             return Ok(None);
         };
-        let j = if side == 0 { i + 1 } else { i.wrapping_sub(1) };
-        if j >= p.nkeys() {
-            return Ok(None);
-        }
-        self.main[side] = Some((p, j));
         let pos = if side == 0 {
             &mut self.front
         } else {
             &mut self.back
         };
-        // The position follows, for the other end's crossing test and the slow path.
-        pos.set_main_slot(j);
-        let n = p.node(j)?;
+        pos.set_main_slot(i);
+        let Some((p, i, up)) = pos.step_main(self.src, side == 0, p, self.up[side])? else {
+            self.main[side] = None;
+            self.up[side] = None;
+            return Ok(None);
+        };
+        self.main[side] = Some((p, i));
+        self.up[side] = up;
+        let n = p.node(i)?;
         Ok(Some((n.key, crate::btree::node_value(self.src, &n)?)))
+    }
+
+    /// The pair under end `side` (for the other end's crossing test): from the leaf it holds
+    /// when it holds one (its position's slot may lag behind), else through its position.
+    fn end_current(&self, side: usize) -> Result<Entry<'t>> {
+        if let Some((p, i)) = self.main[side] {
+            if i >= p.nkeys() {
+                return Ok(None);
+            }
+            let n = p.node(i)?;
+            return Ok(Some((n.key, crate::btree::node_value(self.src, &n)?)));
+        }
+        let pos = if side == 0 { &self.front } else { &self.back };
+        pos.current(self.src)
     }
 
     /// The pair under end `side` after a move, remembering its sub-tree leaf.
     fn landed(&mut self, side: usize) -> Result<Entry<'t>> {
         let pos = if side == 0 { &self.front } else { &self.back };
         self.main[side] = pos.main_leaf(self.src)?;
+        self.up[side] = None;
         if let Some((p, i)) = self.main[side] {
             // No sorted duplicates: the pair is the leaf's node, read from the page already
             // in hand (not looked up again through the position).
@@ -171,8 +214,8 @@ impl<'t> Iter<'t> {
                 }
             }
         } else {
-            if let Some(e) = self.main_step(0)? {
-                return Ok(Some(e));
+            if self.main[0].is_some() {
+                return self.main_step(0);
             }
             if let Some(e) = self.leaf_step(0)? {
                 return Ok(Some(e));
@@ -203,8 +246,8 @@ impl<'t> Iter<'t> {
                 }
             }
         } else {
-            if let Some(e) = self.main_step(1)? {
-                return Ok(Some(e));
+            if self.main[1].is_some() {
+                return self.main_step(1);
             }
             if let Some(e) = self.leaf_step(1)? {
                 return Ok(Some(e));
@@ -232,7 +275,6 @@ impl<'t> Iter<'t> {
 
     fn crossed(&self, k: &[u8], v: &[u8], forward: bool) -> bool {
         // Stop when the two ends meet.
-        let other = if forward { &self.back } else { &self.front };
         let started = if forward {
             self.started.1
         } else {
@@ -241,7 +283,7 @@ impl<'t> Iter<'t> {
         if !started {
             return false;
         }
-        match other.current(self.src) {
+        match self.end_current(usize::from(forward)) {
             Ok(Some((ok, ov))) => {
                 let o = self.cmp.cmp(k, ok).then_with(|| self.vcmp.cmp(v, ov));
                 if forward {
@@ -264,6 +306,34 @@ impl<'t> Iter<'t> {
         if self.done {
             return None;
         }
+        let side = usize::from(!forward);
+        if let Some((p, i)) = &mut self.main[side] {
+            // The common step of a walk over a database without duplicates: the next plain
+            // node of the leaf in hand. With no bound on this side and the other end not
+            // started, neither the range nor a crossing can end the walk here; the count
+            // still bounds it. Anything else takes the general path below.
+            let j = if forward { *i + 1 } else { i.wrapping_sub(1) };
+            let open = if forward {
+                matches!(self.hi, Bound::Unbounded) && !self.started.1
+            } else {
+                matches!(self.lo, Bound::Unbounded) && !self.started.0
+            };
+            if open && self.yielded < self.rec.entries {
+                if let Some(kv) = p.leaf_pair(j) {
+                    *i = j;
+                    self.yielded += 1;
+                    return Some(Ok(kv));
+                }
+            }
+        }
+        self.advance_general(forward)
+    }
+
+    /// `advance` past its fast path: leaving a leaf, ranges, both ends walking, duplicates,
+    /// flagged nodes, the first step. Out of line, so that the fast path's caller keeps a
+    /// small frame.
+    #[inline(never)]
+    fn advance_general(&mut self, forward: bool) -> Option<Result<(&'t [u8], &'t [u8])>> {
         let step = if forward {
             self.step_front()
         } else {

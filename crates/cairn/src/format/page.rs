@@ -310,6 +310,29 @@ impl<'a> Page<'a> {
         self.node_flagged(off, h)
     }
 
+    /// The key and value of node `i` of a leaf when it is a plain node (no flags: the value
+    /// inline) lying inside the page; None for anything else (slot out of range, a flagged
+    /// node, bounds that do not hold), which [`Page::node`] then reads or reports. The
+    /// caller knows the page is a leaf. The step of a sequential read: one check per bound
+    /// and no error built on the way.
+    #[inline(always)]
+    pub fn leaf_pair(&self, i: usize) -> Option<(&'a [u8], &'a [u8])> {
+        if i >= self.nkeys {
+            return None;
+        }
+        let b = self.b;
+        let at = SLOTS_AT + i * SLOT;
+        let off = usize::from(u16::from_le_bytes(*b.get(at..)?.first_chunk::<2>()?));
+        let h = b.get(off..)?.first_chunk::<NODE_HDR>()?;
+        if off < self.upper || h[0] != 0 {
+            return None;
+        }
+        let (klen, vlen) = header_lengths(h);
+        let kat = off + NODE_HDR;
+        let kv = b.get(kat..kat + klen + vlen as usize)?;
+        Some(kv.split_at(klen))
+    }
+
     #[inline(never)]
     fn node_flagged(&self, off: usize, h: &[u8; NODE_HDR]) -> Result<Node<'a>> {
         let b = self.b;

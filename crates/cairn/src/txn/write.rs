@@ -104,6 +104,10 @@ pub struct RwTxn<'env> {
     /// a page of another tree) or restored by a nested abort. A hint of an older epoch is
     /// never used.
     pub(super) dirty_epoch: u64,
+    /// Bumped by every page this transaction allocates or frees through the tree code (splits,
+    /// new roots, merges, overflow runs): a leaf that was the rightmost of its tree stays so
+    /// while this is unchanged, the invariant of the append shortcut (`PutHint::tail`).
+    shape: u64,
     /// Logged mode: the effects of this transaction's changes so far, for its log record
     /// (`wal`); None when not logged or when a change the log cannot carry was made (the
     /// commit is then steady).
@@ -124,6 +128,11 @@ struct PutHint {
     /// Consecutive puts landing in one leaf (saturating at 3): the hint is tried only when
     /// this is non-zero, so that random puts pay no failed try before their descent.
     streak: u8,
+    /// Set by an APPEND put, which lands at the right edge: the transaction's `shape` and the
+    /// tree's root then. While both are unchanged (and `epoch` holds) no page was split, merged
+    /// or freed, so `leaf` is still the rightmost leaf and the next APPEND goes to its end
+    /// without a descent (`insert::append_in_leaf`).
+    tail: Option<(u64, u64)>,
 }
 
 impl<'env> RwTxn<'env> {
@@ -245,6 +254,7 @@ impl<'env> RwTxn<'env> {
             persisting: false,
             put_hint: None,
             dirty_epoch: 0,
+            shape: 0,
             dup_scratch: Vec::new(),
             in_place: env.inner.opts.wants_map_writes(),
             effects: (env.inner.opts.durability == crate::options::Durability::Logged
@@ -459,7 +469,17 @@ impl<'env> RwTxn<'env> {
             .put_hint
             .filter(|h| h.idx == idx && h.epoch == self.dirty_epoch);
         let hint = hint.or_else(|| live.filter(|h| h.streak > 0).map(|h| (h.leaf, h.slot)));
+        // APPEND after an APPEND of this tree, nothing split or freed since: the end of the
+        // rightmost leaf, without the descent from the root.
+        let tail = live
+            .filter(|_| !from_cursor && mode == btree::insert::Mode::Append)
+            .filter(|h| h.tail == Some((self.shape, rec.root)));
         let shortcut = match (hint, val) {
+            (_, Some(v)) if tail.is_some() => {
+                let leaf = tail.map_or(0, |h| h.leaf);
+                btree::insert::append_in_leaf(self, &mut rec, &cmp, leaf, key, v)?
+                    .map(|i| (btree::insert::Outcome::Inserted, Some((leaf, i))))
+            }
             (Some(at), Some(v)) => {
                 btree::insert::put_in_leaf(self, &mut rec, &cmp, at, key, v, mode)?
                     .map(|(o, i)| (o, Some((at.0, i))))
@@ -497,6 +517,7 @@ impl<'env> RwTxn<'env> {
                     Some(h) => h.streak / 2,
                     None => 0,
                 },
+                tail: (mode == btree::insert::Mode::Append).then_some((self.shape, rec.root)),
             });
         }
         match outcome {
@@ -1007,6 +1028,7 @@ impl PageWriter for RwTxn<'_> {
     }
 
     fn alloc(&mut self, span: u64) -> Result<u64> {
+        self.shape += 1;
         let ps = self.env.inner.page_size;
         let pg = self.alloc_pgno(span)?;
         let buf = match self.page_buf(pg, span) {
@@ -1021,6 +1043,7 @@ impl PageWriter for RwTxn<'_> {
     }
 
     fn free(&mut self, pgno: u64, span: u64) -> Result<()> {
+        self.shape += 1;
         if self.dirty.contains_key(&pgno) {
             self.dirty_epoch += 1;
             self.save_for_frame(pgno);
