@@ -9,7 +9,8 @@
 //! `build` writes N pairs (16-byte keys, 100-byte values, in a random order, 100,000 to a
 //! write transaction, lazy mode) into DIR once: the random order leaves a free tree and the
 //! tree shape of a file that was written, not loaded. `measure` times on that file:
-//! - `clean`: `opens` times open + read_txn in lazy and in durable mode (median, max);
+//! - `clean`: after a commit of 100,000 puts and a flush (the state a load leaves), `opens`
+//!   times open + read_txn in lazy and in durable mode (median, max);
 //! - `killed`: `kills` times a child process (this program, `writer DIR MODE`) that commits
 //!   small random transactions in a loop is SIGKILLed after a random delay, mostly inside a
 //!   commit; then the open + read_txn that recovers is timed (median, max);
@@ -133,6 +134,19 @@ fn measure(dir: &Path, opens: usize, kills: usize) -> Result<(), Box<dyn std::er
     println!("file: {} MB", bytes / 1_000_000);
     // Warm: the first open after the build may find the file's pages out of the cache.
     timed_open(dir, Durability::Lazy)?;
+    // The last commit before the clean opens is a large one, as after a load: a lazy handle's
+    // 100,000 puts and its flush (a steady commit listing every page written since the
+    // previous flush).
+    {
+        let env = Env::options().durability(Durability::Lazy).open(dir)?;
+        let seed = u64::from(std::process::id()) << 32 | 1 << 63;
+        let mut w = env.write_txn()?;
+        for i in 0..BUILD_BATCH {
+            w.put(env.main_db(), &key(seed | i), &VALUE, PutFlags::empty())?;
+        }
+        w.commit()?;
+        env.sync()?;
+    }
     for (name, d) in [
         ("clean lazy", Durability::Lazy),
         ("clean durable", Durability::Durable),
