@@ -7,7 +7,7 @@ use crate::format::{self, DbRecord, KeyCmp, Meta, META_SLOTS, SECTOR};
 use crate::lock::LockFile;
 use crate::options::{Durability, EnvOptions};
 use crate::os::Map;
-use crate::recover::{current_meta, recover};
+use crate::recover::{current_meta, recover_with};
 use crate::shared::{ReaderInfo, Shared};
 use crate::state::{DbInfo, Env, EnvInner, WriterState};
 use crate::storage::{FileStorage, Storage};
@@ -271,12 +271,14 @@ impl Env {
         let log = log.open(&opts)?;
         let tag = ENV_IDS.fetch_add(1, Ordering::Relaxed);
         let private = |n: usize| Map::anonymous(format::lock_file_len(n).div_ceil(4096) * 4096);
-        let (shared, first, ro_lock) = match setup {
+        // `previous`: the lock file holds the last session's published commit (first handle).
+        let (shared, first, previous, ro_lock) = match setup {
             LockSetup::Private => {
                 let n = opts.max_readers as usize;
                 (
                     Shared::new(private(n)?, LockFile::none(), n, tag as u32),
                     true,
+                    false,
                     None,
                 )
             }
@@ -285,12 +287,14 @@ impl Env {
                 (
                     Shared::new(private(n)?, LockFile::none(), n, tag as u32),
                     true,
+                    false,
                     Some(l),
                 )
             }
             LockSetup::File(o) => (
                 Shared::new(o.map, o.lock, o.max_readers, tag as u32),
                 o.first,
+                o.previous,
                 None,
             ),
         };
@@ -305,7 +309,13 @@ impl Env {
                 }
                 create(&*storage, &opts)?
             } else {
-                recover(&*storage)?
+                // The commit the last session left current needs no reading of its pages
+                // (`published_whole`): read before `Shared::init` clears it.
+                let published = match previous {
+                    true => shared.read_cell(shared.current()),
+                    false => None,
+                };
+                recover_with(&*storage, published.as_ref())?
             };
             // Commits the log holds past the recovered one (a power loss took their pages):
             // replayed before any other handle can see the file.

@@ -32,6 +32,10 @@ pub(crate) struct Opened {
     pub map: Map,
     /// This handle initialised the file: no other handle was alive.
     pub first: bool,
+    /// (First handle only.) The last session's header was whole when this handle took the
+    /// file: its `current` word and published cells, which only `Shared::init` clears, may be
+    /// read for recovery (`recover::published_whole`).
+    pub previous: bool,
     /// Reader slots in the table.
     pub max_readers: usize,
 }
@@ -90,15 +94,12 @@ impl LockFile {
             if lock.lock(LockKind::Exclusive, f::LB_ALIVE, false)? {
                 let len = f::lock_file_len(max_readers);
                 let file = lock.file.as_ref().expect("real file");
-                // Zero the whole table: nothing in it is valid without a live handle.
-                file.set_len(0)
-                    .and_then(|()| file.set_len(len as u64))
-                    .map_err(|e| Error::io(format!("sizing lock file {}", lock.name), e))?;
-                let map = Map::shared_rw(file, len)?;
+                let (map, previous) = reset(file, &lock.name, len)?;
                 return Ok(Opened {
                     lock,
                     map,
                     first: true,
+                    previous,
                     max_readers,
                 });
             }
@@ -119,6 +120,7 @@ impl LockFile {
                             lock,
                             map,
                             first: false,
+                            previous: false,
                             max_readers: max,
                         });
                     }
@@ -165,6 +167,32 @@ impl LockFile {
     pub fn joined(&self) -> Result<()> {
         self.lock(LockKind::Shared, f::LB_ALIVE, false).map(|_| ())
     }
+}
+
+/// Sizes and maps the lock file of the first handle alive, and clears its header's magic word:
+/// nothing in the table is valid without a live handle. A handle that waits for `LB_ALIVE`
+/// and gets it after this one died sees no valid header and starts over; `Shared::init`
+/// zeroes the whole table before the magic word is set again. Returns the map and whether the
+/// header was whole before (the last session's published commit is then still readable).
+///
+/// Not by truncating the file to zero and back (what the first handle once did): on ext4 that
+/// is two journalled size changes and, at close, a flush of the file (its rule for files
+/// truncated to zero), and an open waited milliseconds on them whenever the journal was busy
+/// (docs/design.md, "Opening: what it costs"). Stores through the map touch no metadata but
+/// the file's times.
+fn reset(file: &File, name: &str, len: usize) -> Result<(Map, bool)> {
+    let flen = file
+        .metadata()
+        .map_err(|e| Error::io(format!("reading the size of lock file {name}"), e))?
+        .len();
+    if flen != len as u64 {
+        file.set_len(len as u64)
+            .map_err(|e| Error::io(format!("sizing lock file {name}"), e))?;
+    }
+    let map = Map::shared_rw(file, len)?;
+    let previous = validate_header(&map).is_ok();
+    map.atomics()[f::LW_MAGIC].store(0, Ordering::SeqCst);
+    Ok((map, previous))
 }
 
 /// Checks the header of a region initialised by another handle: magic, version, table

@@ -60,6 +60,34 @@ pub(crate) fn meta_from_file(storage: &dyn Storage, t: u64) -> Option<Meta> {
 
 /// Picks the newest commit that verifies; returns it and the txnid held by each slot.
 pub(crate) fn recover(storage: &dyn Storage) -> Result<(Meta, [u64; META_SLOTS])> {
+    recover_with(storage, None)
+}
+
+/// Whether commit `m` is known whole without reading its pages: it is the commit the lock
+/// file's last session left current (`published`, read before the table is reset), and its
+/// pages cannot have been lost since. A record is published only after its commit succeeded
+/// (pages and meta written, and flushed if steady) or after a recovery accepted it, and pages
+/// reachable from the current commit are never rewritten; so a steady commit is whole on the
+/// disk, and an unsteady one is whole in the page cache as long as the system has not
+/// rebooted (its boot id is this boot's, as `trusted` requires). docs/design.md, "Opening:
+/// what it costs".
+pub(crate) fn published_whole(
+    m: &Meta,
+    published: Option<&Meta>,
+    boot: &[u8; format::BOOT_ID],
+) -> bool {
+    let this_boot = m.boot_id == *boot && *boot != [0; format::BOOT_ID];
+    published.is_some_and(|p| p == m) && (m.is_steady() || this_boot)
+}
+
+/// [`recover`] with the commit the lock file's last session published, if it could be read:
+/// that commit, if it is the newest valid one, is accepted without reading its pages
+/// ([`published_whole`]), so a clean open or one after a process crash costs O(1) in the
+/// size of the last commit as well as the file's.
+pub(crate) fn recover_with(
+    storage: &dyn Storage,
+    published: Option<&Meta>,
+) -> Result<(Meta, [u64; META_SLOTS])> {
     let len = storage.len();
     let mut head = vec![0u8; (META_SLOTS * SECTOR).min(len as usize)];
     storage.read_at(0, &mut head)?;
@@ -118,7 +146,12 @@ pub(crate) fn recover(storage: &dyn Storage) -> Result<(Meta, [u64; META_SLOTS])
             ));
             continue;
         }
-        match verify_commit(storage, m) {
+        let checked = if published_whole(m, published, &boot) {
+            fits(storage, m)
+        } else {
+            verify_commit(storage, m)
+        };
+        match checked {
             Ok(()) => return Ok((m.clone(), slots)),
             Err(e) => reasons.push(format!("commit {}: {e}", m.txnid)),
         }
@@ -129,11 +162,11 @@ pub(crate) fn recover(storage: &dyn Storage) -> Result<(Meta, [u64; META_SLOTS])
     )))
 }
 
-/// Verifies that every page a commit wrote reached the disk whole.
-pub(crate) fn verify_commit(storage: &dyn Storage, m: &Meta) -> Result<()> {
-    let ps = m.page_size as u64;
+/// Whether a commit's pages fit in the file (a crash while growing or a truncated copy can
+/// leave a meta past the end).
+fn fits(storage: &dyn Storage, m: &Meta) -> Result<()> {
     if m.npages
-        .checked_mul(ps)
+        .checked_mul(m.page_size as u64)
         .is_none_or(|end| end > storage.len())
     {
         return Err(Error::corrupted(format!(
@@ -141,6 +174,13 @@ pub(crate) fn verify_commit(storage: &dyn Storage, m: &Meta) -> Result<()> {
             m.npages
         )));
     }
+    Ok(())
+}
+
+/// Verifies that every page a commit wrote reached the disk whole.
+pub(crate) fn verify_commit(storage: &dyn Storage, m: &Meta) -> Result<()> {
+    let ps = m.page_size as u64;
+    fits(storage, m)?;
     for r in written_runs(storage, m)? {
         let end = r.start.saturating_add(u64::from(r.len));
         if r.len == 0 || r.start == 0 || end > m.npages {
