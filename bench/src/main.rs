@@ -622,17 +622,9 @@ fn spawn_child(
         .spawn()
         .context("spawning the child process")?;
     let deadline = Instant::now() + Duration::from_secs(cli.timeout);
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            let _ = std::fs::remove_dir_all(&dir);
-            bail!("timed out after {} s", cli.timeout);
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let Some(status) = pastram::wait_until(&mut child, deadline)? else {
+        let _ = std::fs::remove_dir_all(&dir);
+        bail!("timed out after {} s", cli.timeout);
     };
     let _ = std::fs::remove_dir_all(&dir);
     // Write back what the child left dirty, so that it does not slow the next child's flushes.

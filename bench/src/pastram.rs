@@ -19,7 +19,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -406,6 +406,10 @@ pub struct PhaseResult {
     pub cache_note: Option<String>,
     /// Why the phase failed, if it did (its figures are then those of its last progress).
     pub error: Option<String>,
+    /// The child's progress lines (ops, seconds), about one a second: equal-size
+    /// comparisons between phases capped at different points are computed from them.
+    #[serde(default)]
+    pub samples: Vec<(u64, f64)>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -575,6 +579,7 @@ fn run_phase(
         };
     }
     r.capped = r.ops < ops;
+    r.samples = samples;
     match outcome {
         Ok(end) => {
             r.sync_secs = end.sync_secs;
@@ -639,24 +644,15 @@ fn spawn(
     });
     // The insert child syncs after its cap; allow it as long again (at least 2 minutes).
     let backstop = o.cap + o.cap.max(Duration::from_secs(120));
-    let deadline = Instant::now() + backstop;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            let _ = reader.join();
-            bail!(
-                "killed after {:.0} s (cap {:.0} s)",
-                backstop.as_secs_f64(),
-                o.cap.as_secs_f64()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = wait_until(&mut child, Instant::now() + backstop)?;
     let _ = reader.join();
+    let Some(status) = status else {
+        bail!(
+            "killed after {:.0} s (cap {:.0} s)",
+            backstop.as_secs_f64(),
+            o.cap.as_secs_f64()
+        );
+    };
     if !status.success() {
         let msg = std::fs::read_to_string(&error_file)
             .unwrap_or_else(|_| format!("child exited with {status}"));
@@ -668,11 +664,54 @@ fn spawn(
     Ok(serde_json::from_str(&text)?)
 }
 
+/// Waits for `child` until `deadline`; past it, kills the child and returns `None`.
+pub(crate) fn wait_until(child: &mut Child, deadline: Instant) -> Result<Option<ExitStatus>> {
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The report.
 
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1u64 << 20) as f64
+}
+
+/// When a phase reached `ops` operations, interpolating between its progress samples.
+fn time_at(samples: &[(u64, f64)], ops: u64) -> Option<f64> {
+    let i = samples.iter().position(|s| s.0 >= ops)?;
+    let (a, b) = (if i == 0 { (0, 0.0) } else { samples[i - 1] }, samples[i]);
+    if b.0 == a.0 {
+        return Some(b.1);
+    }
+    Some(a.1 + (b.1 - a.1) * (ops - a.0) as f64 / (b.0 - a.0) as f64)
+}
+
+/// The insert rate over keys `lo..hi` of the phase: the same stretch of database growth for
+/// every configuration, however far each got before its cap.
+fn rate_between(r: &PhaseResult, lo: u64, hi: u64) -> Option<f64> {
+    let (t0, t1) = (time_at(&r.samples, lo)?, time_at(&r.samples, hi)?);
+    (t1 > t0).then(|| (hi - lo) as f64 / (t1 - t0))
+}
+
+/// The equal-size window: the last fifth of the fewest keys any configuration inserted.
+fn common_window(rep: &Report) -> Option<(u64, u64)> {
+    let hi = rep
+        .configs
+        .iter()
+        .map(|c| c.insert.ops)
+        .filter(|&n| n > 0)
+        .min()?;
+    Some((hi - hi / 5, hi))
 }
 
 /// A rate cell: ops/s, `*` when capped, `FAILED` when the phase failed with no progress.
@@ -744,12 +783,20 @@ pub fn markdown(rep: &Report) -> String {
         .map(|(k, v)| format!("{k} {v}"))
         .collect();
     let _ = writeln!(m, "- versions: {}\n", v.join(", "));
+    let window = common_window(rep);
+    let wlabel = window.map_or("—".into(), |(lo, hi)| {
+        format!(
+            "{}–{}",
+            crate::report::group_digits(lo),
+            crate::report::group_digits(hi)
+        )
+    });
     let _ = writeln!(
         m,
         "| configuration | mode | inserts ops/s | inserts, last fifth | reads ops/s | reads, last \
-         fifth | sync+close s | file MiB | file / limit | cgroup peak MiB (ins / read) | load at start (ins / read) |"
+         fifth | inserts, keys {wlabel} | sync+close s | file MiB | file / limit | cgroup peak MiB (ins / read) | load at start (ins / read) |"
     );
-    let _ = writeln!(m, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|");
+    let _ = writeln!(m, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|");
     for c in &rep.configs {
         let i = &c.insert;
         let r = c.read.as_ref();
@@ -765,13 +812,16 @@ pub fn markdown(rep: &Report) -> String {
         };
         let _ = writeln!(
             m,
-            "| {} | {} | {} | {} | {} | {} | {:.1} | {file} | {ratio} | {:.0} / {} | {} / {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {:.1} | {file} | {ratio} | {:.0} / {} | {} / {} |",
             c.id,
             c.class.label(),
             rate_cell(Some(i), false),
             rate_cell(Some(i), true),
             rate_cell(r, false),
             rate_cell(r, true),
+            window
+                .and_then(|(lo, hi)| rate_between(i, lo, hi))
+                .map_or("—".into(), |v| crate::report::group_digits(v.round() as u64)),
             i.sync_secs,
             mib(i.cgroup_peak_bytes),
             r.map_or("—".into(), |r| format!("{:.0}", mib(r.cgroup_peak_bytes))),
@@ -824,6 +874,33 @@ pub fn markdown(rep: &Report) -> String {
             );
         }
     }
+    if let Some((lo, hi)) = window {
+        // Equal size: every configuration over the same stretch of its database's growth.
+        for c in rep.configs.iter().filter(|c| c.engine == "cairn") {
+            let Some(mine) = rate_between(&c.insert, lo, hi) else {
+                continue;
+            };
+            let vs = |engine: &str| {
+                rep.configs
+                    .iter()
+                    .filter(|p| p.engine == engine && p.class == c.class)
+                    .filter_map(|p| Some((p, rate_between(&p.insert, lo, hi)?)))
+                    .max_by(|a, b| a.1.total_cmp(&b.1))
+                    .map_or("not measured".into(), |(p, v)| {
+                        let digits = crate::report::group_digits(v.round() as u64);
+                        format!("{:.2}x ({} {digits})", mine / v, p.id)
+                    })
+            };
+            let _ = writeln!(
+                m,
+                "| {} | insert, keys {wlabel} | {} | {} | {} |",
+                c.id,
+                crate::report::group_digits(mine.round() as u64),
+                vs("lmdb"),
+                vs("rocksdb")
+            );
+        }
+    }
     let failed: Vec<_> = rep
         .configs
         .iter()
@@ -871,6 +948,21 @@ mod tests {
         assert!(parse_size("M").is_err());
         assert!(parse_size("1K").is_err(), "below 16 MiB");
         assert!(parse_size("99999999999999G").is_err());
+    }
+
+    #[test]
+    fn equal_size_rates() {
+        let r = PhaseResult {
+            samples: vec![(1000, 1.0), (3000, 2.0), (3000, 3.0), (4000, 5.0)],
+            ..PhaseResult::default()
+        };
+        assert_eq!(time_at(&r.samples, 500), Some(0.5));
+        assert_eq!(time_at(&r.samples, 2000), Some(1.5));
+        assert_eq!(time_at(&r.samples, 3500), Some(4.0));
+        assert_eq!(time_at(&r.samples, 4001), None, "beyond the last sample");
+        // keys 2000..3500: from 1.5 s to 4.0 s.
+        assert_eq!(rate_between(&r, 2000, 3500), Some(600.0));
+        assert_eq!(rate_between(&r, 2000, 9000), None);
     }
 
     #[test]
