@@ -11,6 +11,7 @@ mod engines;
 mod group;
 mod group_report;
 mod mp;
+mod pastram;
 mod plot;
 mod report;
 mod system;
@@ -52,8 +53,8 @@ struct Cli {
     /// Only these configurations (comma-separated ids, e.g. lmdb-durable,cairn-lazy).
     #[arg(long, value_delimiter = ',')]
     configs: Vec<String>,
-    /// Only these suites (comma-separated: dbbench,redb,crud,dups,mp,capi,group). Default:
-    /// all but group, which runs only when named.
+    /// Only these suites (comma-separated: dbbench,redb,crud,dups,mp,capi,group, or pastram
+    /// alone). Default: all but group and pastram, which run only when named.
     #[arg(long, value_delimiter = ',')]
     suites: Vec<String>,
     /// Group suite: seconds each thread count runs.
@@ -89,6 +90,20 @@ struct Cli {
     mp_role: Option<String>,
     #[arg(long, hide = true, default_value_t = 0)]
     mp_seed: u64,
+    /// Past-RAM suite (`--suites pastram`, alone): the memory limit of each phase's cgroup,
+    /// e.g. 384M (see pastram.rs).
+    #[arg(long, default_value = "384M")]
+    cgroup_mem: String,
+    /// Past-RAM suite: seconds after which a phase stops and reports the rate it reached.
+    #[arg(long, default_value_t = 120.0)]
+    phase_cap: f64,
+    /// Past-RAM child mode: insert or read (used by the harness itself).
+    #[arg(long, hide = true)]
+    pastram_phase: Option<String>,
+    #[arg(long, hide = true)]
+    cgroup_procs: Option<PathBuf>,
+    #[arg(long, hide = true, default_value_t = 0)]
+    pastram_keys: u64,
 }
 
 fn workspace_root() -> PathBuf {
@@ -105,16 +120,15 @@ fn main() -> Result<()> {
         }
         return Ok(());
     }
+    if let Some(phase) = &cli.pastram_phase {
+        child_exit(&cli, pastram_child(&cli, phase));
+        return Ok(());
+    }
+    if cli.suites.iter().any(|s| s == "pastram") {
+        return pastram_parent(&cli);
+    }
     if cli.child {
-        // Report failures as one line (no backtrace) and leave the message for the parent.
-        if let Err(e) = child(&cli) {
-            let msg = format!("{e:#}");
-            eprintln!("error: {msg}");
-            if let Some(file) = &cli.result_file {
-                let _ = std::fs::write(error_file(file), &msg);
-            }
-            std::process::exit(1);
-        }
+        child_exit(&cli, child(&cli));
         return Ok(());
     }
     if let Some(json) = &cli.report_only {
@@ -127,6 +141,19 @@ fn main() -> Result<()> {
     }
     cairn_revision();
     parent(&cli)
+}
+
+/// Ends a child process that failed: reports the failure as one line (no backtrace) and
+/// leaves the message for the parent beside the result file.
+fn child_exit(cli: &Cli, outcome: Result<()>) {
+    if let Err(e) = outcome {
+        let msg = format!("{e:#}");
+        eprintln!("error: {msg}");
+        if let Some(file) = &cli.result_file {
+            let _ = std::fs::write(error_file(file), &msg);
+        }
+        std::process::exit(1);
+    }
 }
 
 fn params(cli: &Cli) -> Params {
@@ -154,6 +181,66 @@ fn mp_worker(cli: &Cli, role: &str) -> Result<()> {
     let cfg = engines::config(cli.config.as_deref().context("--config missing")?)?;
     let dir = cli.dir.as_deref().context("--dir missing")?;
     mp::worker(role, cfg, dir, &params(cli), cli.mp_seed)
+}
+
+/// The past-RAM suite: its own report (docs/bench/pastram/), so it runs alone.
+fn pastram_parent(cli: &Cli) -> Result<()> {
+    if cli.suites.len() != 1 {
+        bail!("the pastram suite runs alone (--suites pastram)");
+    }
+    let configs = if cli.configs.is_empty() && cli.engines.is_empty() {
+        pastram::DEFAULT_CONFIGS
+            .iter()
+            .map(|id| engines::config(id))
+            .filter(|c| c.as_ref().map_or(true, |c| engines::compiled_in(c.engine)))
+            .collect::<Result<Vec<_>>>()?
+    } else {
+        selected_configs(cli)?
+            .into_iter()
+            .filter(|c| !engines::GROUP_ONLY.contains(&c.id))
+            .collect()
+    };
+    if configs.is_empty() {
+        bail!("no configuration selected");
+    }
+    if !cli.phase_cap.is_finite() || cli.phase_cap <= 0.0 {
+        bail!("--phase-cap must be a positive number of seconds");
+    }
+    pastram::parent(&pastram::Opts {
+        records: cli.records.unwrap_or(3_000_000),
+        mem_bytes: pastram::parse_size(&cli.cgroup_mem)?,
+        cap: Duration::from_secs_f64(cli.phase_cap),
+        configs,
+        root: cli
+            .dir
+            .clone()
+            .unwrap_or_else(|| workspace_root().join("target/bench-data")),
+        out: cli
+            .out
+            .clone()
+            .unwrap_or_else(|| workspace_root().join("docs/bench/pastram")),
+        command: command_line(),
+    })
+}
+
+/// Child mode of the past-RAM suite: one phase of one configuration inside its cgroup.
+fn pastram_child(cli: &Cli, phase: &str) -> Result<()> {
+    pastram::child(&pastram::ChildArgs {
+        phase: pastram::Phase::parse(phase)?,
+        cfg: engines::config(cli.config.as_deref().context("--config missing")?)?,
+        dir: cli.dir.as_deref().context("--dir missing")?,
+        procs: cli
+            .cgroup_procs
+            .as_deref()
+            .context("--cgroup-procs missing")?,
+        records: cli.records.context("--records missing")?,
+        keys: cli.pastram_keys,
+        cap: Duration::from_secs_f64(cli.phase_cap),
+        result_file: cli
+            .result_file
+            .as_deref()
+            .context("--result-file missing")?,
+    })
 }
 
 /// Child mode: run one suite for one configuration and write the figures as JSON.
@@ -535,17 +622,9 @@ fn spawn_child(
         .spawn()
         .context("spawning the child process")?;
     let deadline = Instant::now() + Duration::from_secs(cli.timeout);
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            let _ = std::fs::remove_dir_all(&dir);
-            bail!("timed out after {} s", cli.timeout);
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let Some(status) = pastram::wait_until(&mut child, deadline)? else {
+        let _ = std::fs::remove_dir_all(&dir);
+        bail!("timed out after {} s", cli.timeout);
     };
     let _ = std::fs::remove_dir_all(&dir);
     // Write back what the child left dirty, so that it does not slow the next child's flushes.
