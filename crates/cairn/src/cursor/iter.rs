@@ -109,8 +109,8 @@ impl<'t> Iter<'t> {
             return self.main_leave(side);
         }
         *i = j;
-        let n = p.node(j)?;
-        Ok(Some((n.key, crate::btree::node_value(self.src, &n)?)))
+        let p = *p;
+        self.main_pair(p, j)
     }
 
     /// `main_step` past the edge of the leaf: the position catches up with the slot, steps
@@ -134,7 +134,19 @@ impl<'t> Iter<'t> {
         };
         self.main[side] = Some((p, i));
         self.up[side] = up;
+        self.main_pair(p, i)
+    }
+
+    /// Node `i` of main-tree leaf `p` as a pair, in a database without sorted duplicates
+    /// (every walk of such a leaf reads its nodes here, so a crafted duplicates node is
+    /// reported wherever the walk meets it).
+    fn main_pair(&self, p: Page<'t>, i: usize) -> Result<Entry<'t>> {
         let n = p.node(i)?;
+        if n.is_dups() {
+            return Err(Error::corrupted(
+                "duplicates node in a database without DUPSORT",
+            ));
+        }
         Ok(Some((n.key, crate::btree::node_value(self.src, &n)?)))
     }
 
@@ -145,8 +157,7 @@ impl<'t> Iter<'t> {
             if i >= p.nkeys() {
                 return Ok(None);
             }
-            let n = p.node(i)?;
-            return Ok(Some((n.key, crate::btree::node_value(self.src, &n)?)));
+            return self.main_pair(p, i);
         }
         let pos = if side == 0 { &self.front } else { &self.back };
         pos.current(self.src)
@@ -165,13 +176,7 @@ impl<'t> Iter<'t> {
                 self.main[side] = None;
                 return Ok(None);
             }
-            let n = p.node(i)?;
-            if n.is_dups() {
-                return Err(Error::corrupted(
-                    "duplicates node in a database without DUPSORT",
-                ));
-            }
-            return Ok(Some((n.key, crate::btree::node_value(self.src, &n)?)));
+            return self.main_pair(p, i);
         }
         let e = pos.current(self.src)?;
         self.leaf[side] = match (e, pos.sub_leaf(self.src)?) {

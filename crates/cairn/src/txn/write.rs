@@ -473,14 +473,14 @@ impl<'env> RwTxn<'env> {
         // rightmost leaf, without the descent from the root.
         let tail = live
             .filter(|_| !from_cursor && mode == btree::insert::Mode::Append)
-            .filter(|h| h.tail == Some((self.shape, rec.root)));
-        let shortcut = match (hint, val) {
-            (_, Some(v)) if tail.is_some() => {
-                let leaf = tail.map_or(0, |h| h.leaf);
+            .filter(|h| h.tail == Some((self.shape, rec.root)))
+            .map(|h| h.leaf);
+        let shortcut = match (tail, hint, val) {
+            (Some(leaf), _, Some(v)) => {
                 btree::insert::append_in_leaf(self, &mut rec, &cmp, leaf, key, v)?
                     .map(|i| (btree::insert::Outcome::Inserted, Some((leaf, i))))
             }
-            (Some(at), Some(v)) => {
+            (None, Some(at), Some(v)) => {
                 btree::insert::put_in_leaf(self, &mut rec, &cmp, at, key, v, mode)?
                     .map(|(o, i)| (o, Some((at.0, i))))
             }
