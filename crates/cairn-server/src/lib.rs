@@ -35,6 +35,7 @@ pub mod error;
 mod readers;
 mod routes;
 pub mod store;
+mod writer;
 
 use axum::error_handling::HandleErrorLayer;
 use axum::http::StatusCode;
@@ -87,9 +88,9 @@ pub struct Config {
     /// Threads of the server's own that run reads of a document by id (module `readers`):
     /// two, so that one read waiting on the disk does not hold up the others.
     pub reader_threads: usize,
-    /// Writers waiting in the group commit at once; more wait as tasks. A group takes the
-    /// writers queued while the previous commit flushed, so this bounds the group size, and
-    /// with it what one flush can carry.
+    /// Writes in one group commit at most (the writer thread takes the writes queued while
+    /// the previous commit flushed, up to this many); more wait as tasks. Without group
+    /// commit: the writes running at once on blocking threads.
     pub write_threads: usize,
     /// Writes share commits through the engine's group commit (the default). Off, each
     /// request commits (and in durable mode flushes) alone: the baseline it is measured
@@ -176,7 +177,10 @@ pub struct AppState {
     read_gate: tokio::sync::Semaphore,
     /// Threads of the server's own for reads by id (module `readers`).
     readers: readers::Readers,
+    /// Without group commit: bounds the blocking threads writing at once.
     write_gate: tokio::sync::Semaphore,
+    /// With group commit: the thread that runs the writes (module `writer`).
+    writer: writer::Writer,
     group_commit: bool,
     build_batch: usize,
     request_timeout: Duration,
@@ -190,10 +194,12 @@ impl AppState {
     /// State over an open environment; starts the reader threads (an error if the system
     /// refuses a thread).
     pub fn new(env: Env, cfg: &Config) -> std::io::Result<Arc<AppState>> {
+        let env = Arc::new(env);
         Ok(Arc::new(AppState {
             // cairn-doc's ids are 1 to 255 bytes.
             max_id: env.max_key_size().min(255),
-            env: Arc::new(env),
+            writer: writer::Writer::start(env.clone(), cfg.write_threads.max(1))?,
+            env,
             colls: Default::default(),
             ids: Default::default(),
             limits: Limits {

@@ -1,10 +1,12 @@
 //! The HTTP handlers. Each validates what it can on the event loop (names, ids, content type,
-//! the body's JSON), then runs the engine's part on the blocking pool.
+//! the body's JSON), then runs the engine's part off the event loop: reads on the reader
+//! threads or the blocking pool, writes on the writer thread (or the blocking pool without
+//! group commit).
 //!
 //! Invariants:
 //! - No transaction lives on an async task: a read transaction begins and ends inside one
-//!   `spawn_blocking` closure; a write runs inside `Env::write_grouped` called from one, so its
-//!   transaction stays on the blocking thread (or the group leader's) and never crosses an
+//!   closure run on a reader or blocking-pool thread; a write is a job the writer thread runs
+//!   inside `Env::write_grouped` (module `writer`), so its transaction never crosses an
 //!   `.await`.
 //! - A 2xx to a write is sent only after `write_grouped` returned Ok: the group's commit is
 //!   done, and in durable mode flushed.
@@ -56,8 +58,9 @@ async fn read<R: Send + 'static>(
     }
 }
 
-/// Runs `f` in a grouped write transaction on the blocking pool. An `Err` from `f` rolls back
-/// what `f` wrote (its nesting level), and is returned as is.
+/// Runs `f` in a grouped write transaction on the writer thread (module `writer`), or alone
+/// on the blocking pool (`Config::group_commit` off). An `Err` from `f` rolls back what `f`
+/// wrote (its nesting level), and is returned as is.
 /// After it committed, the collection `coll`'s handle is opened (kept for the next writes)
 /// and the feed's waiters are woken.
 async fn write<R: Send + 'static>(
@@ -67,43 +70,48 @@ async fn write<R: Send + 'static>(
 ) -> Result<R, ApiError> {
     let st = state.clone();
     let coll = coll.to_string();
-    let r = blocking(&state.write_gate, move || {
-        let state = st;
-        let r = write_txn(&state, f)?;
-        // Committed: whatever happens now, the answer is a success. A failure to open the
-        // handle here is met again (and answered) by the next request of the collection.
-        let _ = state.colls.existing(&state.env, &coll);
-        Ok(r)
-    })
-    .await;
+    let r = if state.group_commit {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job: crate::writer::Job = Box::new(move |txn| match f(txn, &st) {
+            Ok(v) => (
+                true,
+                Box::new(move |failed: Option<&ApiError>| {
+                    let r = match failed {
+                        Some(e) => Err(e.clone()),
+                        None => {
+                            // Committed: whatever happens now, the answer is a success. A
+                            // failure to open the handle here is met again (and answered) by
+                            // the next request of the collection.
+                            let _ = st.colls.existing(&st.env, &coll);
+                            Ok(v)
+                        }
+                    };
+                    let _ = tx.send(r);
+                }),
+            ),
+            Err(e) => (
+                false,
+                Box::new(move |_: Option<&ApiError>| {
+                    let _ = tx.send(Err(e));
+                }),
+            ),
+        });
+        state.writer.submit(job).await?;
+        rx.await
+            .unwrap_or_else(|_| Err(ApiError::internal("the request's write panicked")))
+    } else {
+        blocking(&state.write_gate, move || {
+            let state = st;
+            let r = write_alone(&state, f)?;
+            let _ = state.colls.existing(&state.env, &coll);
+            Ok(r)
+        })
+        .await
+    };
     if r.is_ok() {
         state.changed.send_modify(|g| *g += 1);
     }
     r
-}
-
-/// The transaction of [`write`]: grouped, or alone.
-fn write_txn<R: Send>(
-    state: &AppState,
-    f: impl FnOnce(&mut cairn::RwTxn<'_>, &AppState) -> Result<R, ApiError> + Send,
-) -> Result<R, ApiError> {
-    if !state.group_commit {
-        return write_alone(state, f);
-    }
-    let mut failed: Option<ApiError> = None;
-    let slot = &mut failed;
-    let r = state.env.write_grouped(|txn| match f(txn, state) {
-        Ok(v) => Ok(v),
-        Err(e) => {
-            *slot = Some(e);
-            // Any error rolls the closure's level back; the ApiError is what is reported.
-            Err(cairn::Error::Invalid("request refused".into()))
-        }
-    });
-    match r {
-        Ok(v) => Ok(v),
-        Err(e) => Err(failed.unwrap_or_else(|| e.into())),
-    }
 }
 
 /// A write in a transaction of its own (`Config::group_commit` off: the baseline the group
