@@ -194,7 +194,10 @@ mod tests {
         drop(writer);
         let t = Instant::now();
         while Arc::strong_count(&env) > 1 {
-            assert!(t.elapsed() < Duration::from_secs(10), "the writer thread lives on");
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "the writer thread lives on"
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
     }
