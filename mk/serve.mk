@@ -52,6 +52,23 @@ bench-serve-peers:
 	  --peers $(BENCH_PEERS) $(BENCH_PEERS_ARGS)
 	$(SERVE_VENV)/bin/python bench/serve/report.py docs/bench/serve/peers
 
+# Latency at a fixed rate (issue 23's read p99 at 4,000 connections; not part of `make test`;
+# docs/bench/serve/README.md "Fixed rate"): Cairn and PostgreSQL, GETs offered at fixed rates
+# over 4,000 connections, latency-corrected, 30 s a run; results in
+# docs/bench/serve/fixed-rate. BENCH_RATE_ARGS: e.g. "--rates 5000,10000 --repeat 1",
+# "--kinds get,post". About 4 minutes a round.
+BENCH_RATE_ARGS ?=
+.PHONY: bench-serve-rate
+bench-serve-rate:
+	$(CARGO) build --release -p cairn-cli
+	$(CARGO) build --release -p cairn-bench-serve-pg
+	@test -x $(OHA) || $(CARGO) install oha --locked --root target/tools
+	$(need_postgres)
+	rm -rf docs/bench/serve/fixed-rate
+	python3 bench/serve/fixed_rate.py --cairn target/release/cairn --oha $(OHA) \
+	  --serve-pg target/release/cairn-bench-serve-pg --out docs/bench/serve/fixed-rate \
+	  $(BENCH_RATE_ARGS)
+
 # Issue 24 against PostgreSQL (not part of `make test`; docs/bench/index/README.md): `cairn
 # serve` and PostgreSQL JSONB behind bench/serve-pg, each with 0, 1 and 4 indexes on a fresh
 # store of 10,000 documents: a 100-document range query (closed loop), POSTs at a fixed rate
