@@ -437,8 +437,11 @@ pub fn serve(cfg: Config) -> Result<(), BoxError> {
         // a few more for the runtime's own file I/O (a backup's stream).
         .max_blocking_threads(cfg.read_threads + cfg.write_threads + 8)
         .build()?;
-    rt.block_on(async move {
+    let mut stopped = None;
+    let slot = &mut stopped;
+    let r = rt.block_on(async move {
         let server = Server::bind(cfg).await?;
+        *slot = Some(server.state.writer.stopped());
         {
             use std::io::Write;
             let mut out = std::io::stdout();
@@ -446,7 +449,16 @@ pub fn serve(cfg: Config) -> Result<(), BoxError> {
             out.flush()?;
         }
         server.run(shutdown_signal()).await
-    })
+    });
+    // Dropping the runtime drops the tasks that still hold the state; the writer thread then
+    // finds its queue closed, ends and drops its handle of the environment, the last one,
+    // which closes it (a lazy environment's last flush). Wait for that, bounded: a commit in
+    // flight behind another process's writer must not hold the exit forever.
+    drop(rt);
+    if let Some(s) = stopped {
+        s.wait(Duration::from_secs(30));
+    }
+    r
 }
 
 async fn shutdown_signal() {

@@ -17,12 +17,16 @@
 //! - No transaction leaves the writer thread (the jobs are closures run on it).
 //! - The queue holds at most `QUEUE` jobs: a request finding it full waits as a task.
 //! - The thread ends when the last sender (the server's state) is dropped; the jobs it holds
-//!   are finished first. Nothing waits for it to end.
+//!   are finished first, then it drops its handle of the environment and says so
+//!   ([`Stopped`]): `serve` waits for that (bounded) before the process exits, so the last
+//!   handle closes the environment (a lazy one's last flush) instead of dying with the
+//!   process.
 
 use crate::error::ApiError;
 use cairn::{Env, RwTxn};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 /// Jobs waiting for the writer thread at most.
 const QUEUE: usize = 8192;
@@ -36,20 +40,60 @@ pub(crate) type Job = Box<dyn FnOnce(&mut RwTxn<'_>) -> (bool, Finish) + Send>;
 /// The writer thread's queue.
 pub(crate) struct Writer {
     tx: tokio::sync::mpsc::Sender<Job>,
+    stopped: Stopped,
+}
+
+/// Set by the writer thread once it has ended and dropped its handle of the environment.
+#[derive(Clone, Default)]
+pub(crate) struct Stopped(Arc<(Mutex<bool>, Condvar)>);
+
+impl Stopped {
+    fn set(&self) {
+        let (m, cv) = &*self.0;
+        *m.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        cv.notify_all();
+    }
+
+    /// Waits until the thread has ended, at most `limit`; whether it has.
+    pub(crate) fn wait(&self, limit: Duration) -> bool {
+        let (m, cv) = &*self.0;
+        let deadline = Instant::now() + limit;
+        let mut done = m.lock().unwrap_or_else(|p| p.into_inner());
+        while !*done {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            done = cv
+                .wait_timeout(done, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        true
+    }
 }
 
 impl Writer {
     /// Starts the writer thread over `env`, running at most `batch` jobs in one commit.
     pub(crate) fn start(env: Arc<Env>, batch: usize) -> std::io::Result<Writer> {
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Job>(QUEUE);
+        let stopped = Stopped::default();
+        let said = stopped.clone();
         std::thread::Builder::new()
             .name("cairn-writer".into())
             .spawn(move || {
                 while let Some(first) = rx.blocking_recv() {
                     run_group(&env, first, &mut rx, batch);
                 }
+                drop(env);
+                said.set();
             })?;
-        Ok(Writer { tx })
+        Ok(Writer { tx, stopped })
+    }
+
+    /// What says that the thread has ended (after the last sender is dropped).
+    pub(crate) fn stopped(&self) -> Stopped {
+        self.stopped.clone()
     }
 
     /// Queues `job`; Err if the writer thread is gone (the server stopping, or a bug).
@@ -102,7 +146,6 @@ mod tests {
     use super::*;
     use axum::http::StatusCode;
     use cairn::{Durability, PutFlags};
-    use std::time::{Duration, Instant};
 
     /// A job that puts `key` and then keeps it (`keep`) or refuses (rolled back).
     fn put_job(
@@ -191,14 +234,16 @@ mod tests {
         let env = Arc::new(Env::open(dir.path()).unwrap());
         let writer = Writer::start(env.clone(), 4).unwrap();
         assert_eq!(Arc::strong_count(&env), 2);
+        let stopped = writer.stopped();
+        assert!(
+            !stopped.wait(Duration::from_millis(20)),
+            "ended while queued to"
+        );
         drop(writer);
-        let t = Instant::now();
-        while Arc::strong_count(&env) > 1 {
-            assert!(
-                t.elapsed() < Duration::from_secs(10),
-                "the writer thread lives on"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        assert!(
+            stopped.wait(Duration::from_secs(10)),
+            "the writer thread lives on"
+        );
+        assert_eq!(Arc::strong_count(&env), 1, "ended but kept the environment");
     }
 }
