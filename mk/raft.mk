@@ -23,3 +23,14 @@ bench-replication:
 	  $$SUDO apt-get install -y etcd-server || { $$SUDO apt-get update && $$SUDO apt-get install -y etcd-server; }; }
 	target/release/cairn-bench-replication --cairn target/release/cairn-cluster --etcd $(ETCD) \
 	  --work target/bench-replication --out $(BENCH_REPLICATION_OUT) $(BENCH_REPLICATION_ARGS)
+
+# A follower rebuilt from a snapshot of 1M keys (issue 25; not part of `make test`;
+# docs/bench/replication/README.md "Rebuild"): bench/replication/rebuild.py loads a one-node
+# cluster, then times an empty learner's catch-up by snapshot and checks its keys.
+# BENCH_REBUILD_ARGS: e.g. "--keys 2000000", "--repeat 1".
+BENCH_REBUILD_ARGS ?=
+.PHONY: bench-replication-rebuild
+bench-replication-rebuild:
+	$(CARGO) build --release -p cairn-raft --bins
+	python3 bench/replication/rebuild.py --cluster target/release/cairn-cluster \
+	  --out docs/bench/replication/rebuild.md $(BENCH_REBUILD_ARGS)
