@@ -218,8 +218,9 @@ pub struct Written {
     pub created: bool,
 }
 
-/// Conditions of a write.
-#[derive(Debug, Clone, Default)]
+/// Conditions of a write. Part of the replicated log's encoding (`cairn serve --cluster`,
+/// module `cluster`): fields are only ever added at the end.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Preconditions {
     /// `If-Match`.
     pub if_match: Option<Condition>,
@@ -278,13 +279,28 @@ pub fn put(
     doc: &[u8],
     pre: &Preconditions,
 ) -> Result<Written, ApiError> {
+    put_at(txn, colls, coll, id, doc, pre, cairn_doc::now_ms())
+}
+
+/// [`put`], its feed record stamped `at_ms` (and the feed trimmed as of it) instead of this
+/// process's clock: what a replica applies with its leader's time.
+pub fn put_at(
+    txn: &mut RwTxn<'_>,
+    colls: &Colls,
+    coll: &str,
+    id: &str,
+    doc: &[u8],
+    pre: &Preconditions,
+    at_ms: u64,
+) -> Result<Written, ApiError> {
     let existing = open_existing(txn, coll)?;
     let current = current_version(txn, existing, id)?;
     pre.check(current)?;
     let value: Value = serde_json::from_slice(doc)
         .map_err(|e| ApiError::bad_request("malformed JSON").with_detail(json!(e.to_string())))?;
     let c = colls.for_write(txn, coll)?;
-    c.put_text(txn, id, &value, doc, None).map_err(doc_error)?;
+    c.put_text_at(txn, id, &value, Some(doc), None, at_ms)
+        .map_err(doc_error)?;
     let version = c.last_seq(&*txn).map_err(doc_error)?;
     Ok(Written {
         version,
@@ -300,6 +316,18 @@ pub fn delete(
     id: &str,
     pre: &Preconditions,
 ) -> Result<u64, ApiError> {
+    delete_at(txn, colls, coll, id, pre, cairn_doc::now_ms())
+}
+
+/// [`delete`] with its feed record stamped `at_ms` (see [`put_at`]).
+pub fn delete_at(
+    txn: &mut RwTxn<'_>,
+    colls: &Colls,
+    coll: &str,
+    id: &str,
+    pre: &Preconditions,
+    at_ms: u64,
+) -> Result<u64, ApiError> {
     let Some(db) = open_existing(txn, coll)? else {
         return Err(ApiError::not_found("no such collection"));
     };
@@ -309,7 +337,7 @@ pub fn delete(
         return Err(ApiError::not_found("no such document"));
     };
     let c = colls.for_write(txn, coll)?;
-    c.delete(txn, id).map_err(doc_error)?;
+    c.delete_at(txn, id, at_ms).map_err(doc_error)?;
     Ok(v)
 }
 
@@ -324,6 +352,21 @@ pub fn bulk(
     items: &[BulkItem],
     max_id: usize,
 ) -> Result<Vec<Value>, ApiError> {
+    bulk_at(txn, colls, ids, coll, items, max_id, cairn_doc::now_ms())
+}
+
+/// [`bulk`] with every item's feed record stamped `at_ms` (see [`put_at`]). Items without
+/// an id get one from `ids`; a replica is only ever given items with ids (the leader drew
+/// them), so it never draws one.
+pub fn bulk_at(
+    txn: &mut RwTxn<'_>,
+    colls: &Colls,
+    ids: &IdGen,
+    coll: &str,
+    items: &[BulkItem],
+    max_id: usize,
+    at_ms: u64,
+) -> Result<Vec<Value>, ApiError> {
     let mut out = Vec::with_capacity(items.len());
     for item in items {
         let id = item.id.clone().unwrap_or_else(|| ids.next());
@@ -333,9 +376,9 @@ pub fn bulk(
         };
         let r = decode::id(&id, max_id).and_then(|()| match (item.op, &item.doc) {
             (BulkOp::Delete, _) => {
-                delete(txn, colls, coll, &id, &pre).map(|_| (StatusCode::OK, None))
+                delete_at(txn, colls, coll, &id, &pre, at_ms).map(|_| (StatusCode::OK, None))
             }
-            (_, Some(doc)) => put(txn, colls, coll, &id, doc, &pre).map(|w| {
+            (_, Some(doc)) => put_at(txn, colls, coll, &id, doc, &pre, at_ms).map(|w| {
                 let st = if w.created {
                     StatusCode::CREATED
                 } else {
@@ -477,10 +520,20 @@ pub fn index_query(q: &ListQuery) -> Result<cairn_doc::Query, ApiError> {
 /// Runs an index query: `{"items": [{"id", "version", "doc"}...], "next": token}` in index
 /// order, like a listing; each `doc` is the stored text, written out as it is (no parse).
 pub fn query(h: &cairn_doc::Handle, path: &str, q: &cairn_doc::Query) -> Result<Vec<u8>, ApiError> {
+    query_in(h.collection(), &h.env().read_txn()?, path, q)
+}
+
+/// [`query`] on a collection opened by the caller, in its read transaction.
+pub fn query_in(
+    c: &Collection,
+    txn: &cairn::RoTxn<'_>,
+    path: &str,
+    q: &cairn_doc::Query,
+) -> Result<Vec<u8>, ApiError> {
     let mut body = b"{\"items\":[".to_vec();
     let mut first = true;
-    let next = h
-        .query_path_text(path, q, |d| {
+    let next = c
+        .query_path_text(txn, path, q, |d| {
             if !first {
                 body.push(b',');
             }
