@@ -245,6 +245,10 @@ pub struct ServeArgs {
     /// Directory for GET /_backup's temporary copy (default: the system's temporary one).
     #[arg(long, value_name = "DIR")]
     pub backup_dir: Option<PathBuf>,
+    /// Documents per step of an index build (each step one write transaction; in a
+    /// cluster, one log entry).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub build_batch: usize,
     #[command(flatten)]
     pub cluster: ClusterServeArgs,
     #[command(flatten)]

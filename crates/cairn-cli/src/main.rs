@@ -75,6 +75,7 @@ fn serve(a: &cairn_cli::cli::ServeArgs, path: EnvPath) -> Result<(), CliError> {
     cfg.max_body = a.max_body;
     cfg.backup_dir = a.backup_dir.clone();
     cfg.group_commit = !a.no_group;
+    cfg.build_batch = a.build_batch;
     cairn_server::serve(cfg).map_err(|e| CliError::Usage(format!("serving: {e}")))
 }
 
@@ -88,6 +89,7 @@ fn serve_cluster(a: &cairn_cli::cli::ServeArgs) -> Result<(), CliError> {
     server.listen = a.listen;
     server.max_in_flight = a.max_in_flight;
     server.max_body = a.max_body;
+    server.build_batch = a.build_batch;
     let mut cfg = cairn_server::cluster::serve::ClusterConfig::new(server, id, dir);
     for p in &c.peers {
         let (pid, addr) = p

@@ -128,7 +128,9 @@ fn spawn(id: usize, dir: &Path, addrs: &[String]) -> Proc {
     cmd.args(["serve", "--cluster", "--id", &id.to_string(), "--dir"])
         .arg(dir)
         .args(["--listen", &addrs[id - 1]])
-        .args(["--heartbeat-ms", "200", "--election-ms", "1000"]);
+        .args(["--heartbeat-ms", "200", "--election-ms", "1000"])
+        // Small build steps, so that an index build spans the leader's kill.
+        .args(["--build-batch", "4"]);
     for (i, a) in addrs.iter().enumerate() {
         if i + 1 != id {
             cmd.args(["--peer", &format!("{}={a}", i + 1)]);
@@ -313,7 +315,7 @@ fn client(c: usize, sh: Arc<Shared>) {
             Outcome::Unknown => moved(None, &mut leader),
         }
         // Every third id is deleted again.
-        if n % 3 == 0 {
+        if n.is_multiple_of(3) {
             match write(&leader, "DELETE", &path, &[], None) {
                 Outcome::Done(r) => {
                     assert_eq!(r.status, 204, "DELETE {id}: {}", r.json());
@@ -408,6 +410,23 @@ fn documents_survive_a_killed_leader_on_every_node() {
     let acked = || sh.acked.load(Ordering::Relaxed);
     poll("150 acknowledged writes", || (acked() >= 150).then_some(()));
 
+    // An index declared on the populated collection: built in steps of 4 documents, each a
+    // log entry, while the writes go on and across the leader's kill (the new leader resumes).
+    let ix = r#"{"path":"/c"}"#;
+    let r = call(
+        &leader,
+        "PUT",
+        &format!("/{COLL}/_index/by_c"),
+        &[],
+        Some(ix),
+    )
+    .unwrap();
+    assert_eq!(r.status, 202, "{}", r.json());
+    std::thread::sleep(Duration::from_millis(20));
+    let path = format!("/{COLL}/_index/by_c?consistency=local");
+    let at_kill = call(&leader, "GET", &path, &[], None).map(|r| r.json());
+    eprintln!("{:?}: index at the kill: {at_kill:?}", t.elapsed());
+
     // SIGKILL the leader under the load.
     let before = acked();
     let killed = all.iter().position(|a| *a == leader).unwrap() + 1;
@@ -471,6 +490,40 @@ fn documents_survive_a_killed_leader_on_every_node() {
     assert!(
         feeds[0] == feeds[1] && feeds[0] == feeds[2],
         "the nodes' feeds differ"
+    );
+    // The index: Ready on every node, and complete there (every document has /c).
+    let mut by_c = Vec::new();
+    for a in &all {
+        let path = format!("/{COLL}/_index/by_c?consistency=local");
+        poll("the index ready on every node", || {
+            let r = call(a, "GET", &path, &[], None).ok()?;
+            (r.json()["state"] == "ready").then_some(())
+        });
+        let mut ids = Vec::new();
+        for c in 0..CLIENTS {
+            let mut cursor: Option<String> = None;
+            loop {
+                let mut q = format!("/{COLL}?where=/c&eq={c}&limit=1000&consistency=local");
+                if let Some(t) = &cursor {
+                    q.push_str(&format!("&cursor={t}"));
+                }
+                let v = call(a, "GET", &q, &[], None).unwrap().json();
+                for it in v["items"].as_array().expect("a query's items") {
+                    ids.push(it["id"].as_str().unwrap().to_string());
+                }
+                match v["next"].as_str() {
+                    Some(t) => cursor = Some(t.to_string()),
+                    None => break,
+                }
+            }
+        }
+        ids.sort();
+        by_c.push(ids);
+    }
+    let listed: Vec<String> = docs[0].keys().cloned().collect();
+    assert!(
+        by_c.iter().all(|ids| *ids == listed),
+        "an index disagrees with the documents"
     );
     let records = feeds[0]
         .split(|b| *b == b'\n')

@@ -25,9 +25,11 @@ fn steps(shift_at: Option<usize>) -> Vec<Step> {
     out
 }
 
-/// Runs `steps` on a new environment; returns every (key, value) of the feed and of the
-/// documents' database, raw.
-fn run(steps: &[Step]) -> (Vec<(Vec<u8>, Vec<u8>)>, Vec<(Vec<u8>, Vec<u8>)>) {
+/// Every (key, value) of a database, raw.
+type Raw = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Runs `steps` on a new environment; returns the feed and the documents' database, raw.
+fn run(steps: &[Step]) -> (Raw, Raw) {
     let dir = tempfile::tempdir().unwrap();
     let env = cairn::Env::open(dir.path()).unwrap();
     let c = Collection::open(&env, "c").unwrap();

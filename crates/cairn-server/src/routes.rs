@@ -409,10 +409,10 @@ fn existing(s: &AppState, coll: &str) -> Result<cairn_doc::Handle, ApiError> {
 /// The body of `PUT /{collection}/_index/{name}`.
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-struct IndexBody {
-    path: String,
+pub(crate) struct IndexBody {
+    pub(crate) path: String,
     #[serde(default)]
-    unique: bool,
+    pub(crate) unique: bool,
 }
 
 /// An index as the index routes show it.

@@ -17,6 +17,11 @@
 //!   every replica shares (cairn-raft pins the page size and `max_dbs`). It is the entry's
 //!   answer and changes nothing. Any other failure (the disk, a full map) is a storage error
 //!   and stops the node, as it does for cairn-raft's own batches.
+//! - An index build is a sequence of `BuildStep` entries, proposed by whichever node leads
+//!   (module `routes`: after a declaration, and for every index found Building by a new
+//!   leader), each applied at one log position on every replica; no replica builds on its
+//!   own. A step from a deposed leader is harmless: committed, it advances every replica
+//!   alike; otherwise it is truncated away.
 //! - No collection handle outlives one apply: a snapshot install swaps the environment, and
 //!   a handle opened before would name another environment's databases.
 //! - The encoding is postcard (cairn-raft's), which is not self-describing: the types below
@@ -28,9 +33,11 @@ pub mod serve;
 
 use crate::decode::{self, BulkItem, BulkOp};
 use crate::error::{ApiError, TOO_MANY_COLLECTIONS};
+use crate::routes::index_json;
 use crate::store::{self, Colls, IdGen, Preconditions};
 use axum::http::StatusCode;
 use cairn::RwTxn;
+use cairn_doc::{Collection, IndexSpec, IndexState};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -80,6 +87,36 @@ pub enum DocOp {
         /// The items, each with its id.
         items: Vec<BulkEntry>,
     },
+    /// `PUT /{coll}/_index/{name}`: Ready at once on an empty collection, else Building
+    /// (the leader then proposes [`DocOp::BuildStep`]s until it is not).
+    DeclareIndex {
+        /// The collection (created if missing, as on `cairn serve`).
+        coll: String,
+        /// The index's name.
+        name: String,
+        /// Its JSON pointer.
+        path: String,
+        /// At most one document per value.
+        unique: bool,
+    },
+    /// `DELETE /{coll}/_index/{name}`.
+    DropIndex {
+        /// The collection.
+        coll: String,
+        /// The index's name.
+        name: String,
+    },
+    /// One step of an index build: the next `batch` documents above the build cursor, at
+    /// the same log position on every replica, so cursors, unique checks and the Ready or
+    /// Failed outcome agree.
+    BuildStep {
+        /// The collection.
+        coll: String,
+        /// The index's name.
+        name: String,
+        /// Documents in this step.
+        batch: u64,
+    },
 }
 
 /// One item of a replicated bulk write: a bulk item whose id is decided.
@@ -115,6 +152,16 @@ pub enum Answer {
         /// The JSON array.
         results: Vec<u8>,
     },
+    /// An index declared or built a step: its JSON as the index routes show it, and whether
+    /// it is still Building.
+    Index {
+        /// `{"name", "path", "unique", "state", ...}`.
+        json: Vec<u8>,
+        /// Still Building: more steps are needed.
+        building: bool,
+    },
+    /// An index dropped.
+    Dropped,
 }
 
 /// The state machine's `doc` extension (register it with `cairn_raft::Node::start_with`).
@@ -194,7 +241,58 @@ impl DocExtension {
                     })?,
                 })
             }
+            DocOp::DeclareIndex {
+                coll,
+                name,
+                path,
+                unique,
+            } => {
+                decode::collection(coll)?;
+                let spec = IndexSpec {
+                    path: path.clone(),
+                    unique: *unique,
+                };
+                let c = Collection::create(txn, coll).map_err(store::doc_error)?;
+                let state = c
+                    .declare_index(txn, name, spec.clone())
+                    .map_err(store::doc_error)?;
+                Ok(index_answer(name, &spec, &state))
+            }
+            DocOp::DropIndex { coll, name } => {
+                let c = existing(txn, coll)?;
+                match c.drop_index(txn, name).map_err(store::doc_error)? {
+                    true => Ok(Answer::Dropped),
+                    false => Err(ApiError::not_found("no such index")),
+                }
+            }
+            DocOp::BuildStep { coll, name, batch } => {
+                let c = existing(txn, coll)?;
+                let batch = usize::try_from(*batch).unwrap_or(usize::MAX);
+                let state = c.build_step(txn, name, batch).map_err(store::doc_error)?;
+                let info = c
+                    .index(&*txn, name)
+                    .map_err(store::doc_error)?
+                    .ok_or_else(|| ApiError::not_found("no such index"))?;
+                Ok(index_answer(name, &info.spec, &state))
+            }
         }
+    }
+}
+
+/// An existing collection, opened in `txn`; 404 (a refusal) if there is none.
+fn existing(txn: &mut RwTxn<'_>, coll: &str) -> Result<Collection, ApiError> {
+    decode::collection(coll)?;
+    match txn.open_db(Some(&cairn_doc::key::docs_db(coll))) {
+        Ok(_) => Collection::create(txn, coll).map_err(store::doc_error),
+        Err(cairn::Error::DbNotFound { .. }) => Err(ApiError::not_found("no such collection")),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn index_answer(name: &str, spec: &IndexSpec, state: &IndexState) -> Answer {
+    Answer::Index {
+        json: index_json(name, spec, state).to_string().into_bytes(),
+        building: matches!(state, IndexState::Building { .. }),
     }
 }
 

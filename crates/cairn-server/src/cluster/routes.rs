@@ -13,6 +13,10 @@
 //!   uncommitted write and may lag.
 //! - Reads open collections by name in their own read transaction, inside
 //!   `Storage::with_env` (no cached handle: a snapshot install swaps the environment).
+//! - Index builds run on the leader only, as `BuildStep` entries (module `cluster`): a
+//!   builder starts after a declaration that left the index Building, and a node that leads
+//!   looks for Building indexes (after a read index, so it has applied every declaration
+//!   committed before) when it becomes leader and every few seconds after ([`resume_builds`]).
 //! - Collection names that are the node's own routes (`raft`, `admin`, `write`, `read`,
 //!   `scan`, `status`) are refused (400): those paths belong to cairn-raft's routes.
 
@@ -31,7 +35,8 @@ use cairn::Env;
 use cairn_doc::{key, Collection};
 use cairn_raft::{Node, Request};
 use serde_json::json;
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Collection names whose paths are cairn-raft's routes on a cluster node.
@@ -45,6 +50,10 @@ pub struct ClusterState {
     max_body: usize,
     read_gate: tokio::sync::Semaphore,
     request_timeout: Duration,
+    /// Documents per build step entry.
+    build_batch: u64,
+    /// The indexes this node runs a builder for (one builder per index).
+    builders: Mutex<HashSet<(String, String)>>,
 }
 
 impl ClusterState {
@@ -62,6 +71,8 @@ impl ClusterState {
             max_body: cfg.max_body,
             read_gate: tokio::sync::Semaphore::new(cfg.read_threads.max(1)),
             request_timeout: cfg.request_timeout,
+            build_batch: cfg.build_batch.max(1) as u64,
+            builders: Mutex::default(),
         })
     }
 }
@@ -79,7 +90,7 @@ pub fn routes(state: Arc<ClusterState>) -> Router {
         .route("/{collection}/_changes", get(changes))
         .route(
             "/{collection}/_index/{name}",
-            get(get_index).put(not_replicated).delete(not_replicated),
+            get(get_index).put(put_index).delete(delete_index),
         )
         .route(
             "/{collection}/",
@@ -95,8 +106,7 @@ pub fn routes(state: Arc<ClusterState>) -> Router {
         .with_state(state)
 }
 
-/// What a cluster node does not do yet: index declarations and drops (their builds must
-/// become log entries: docs/serve-cluster.md), backups, SSE feeds.
+/// What a cluster node does not do yet: backups, SSE feeds (docs/serve-cluster.md).
 async fn not_replicated() -> ApiError {
     ApiError::new(
         StatusCode::NOT_IMPLEMENTED,
@@ -416,5 +426,124 @@ async fn bulk(
             Ok(json_response(StatusCode::OK, body))
         }
         a => Err(unexpected(a)),
+    }
+}
+
+/// `PUT /{collection}/_index/{name}` `{"path", "unique"}`: declared through the log; 200 if
+/// Ready at once (an empty collection), else 202 and the leader builds it in steps.
+async fn put_index(
+    State(s): Shared,
+    Path((coll, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    collection(&coll)?;
+    decode::content_type(&headers)?;
+    let bytes = read_body(body, s.max_body).await?;
+    let b: single::IndexBody =
+        serde_json::from_slice(&bytes).map_err(|e| decode::json_error("index definition", &e))?;
+    let op = DocOp::DeclareIndex {
+        coll: coll.clone(),
+        name: name.clone(),
+        path: b.path,
+        unique: b.unique,
+    };
+    match propose(&s, op).await? {
+        Answer::Index { json, building } => {
+            let status = if building {
+                spawn_builder(&s, coll, name);
+                StatusCode::ACCEPTED
+            } else {
+                StatusCode::OK
+            };
+            Ok(json_response(status, json))
+        }
+        a => Err(unexpected(a)),
+    }
+}
+
+/// `DELETE /{collection}/_index/{name}` (a builder running stops at its next step).
+async fn delete_index(
+    State(s): Shared,
+    Path((coll, name)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    collection(&coll)?;
+    match propose(&s, DocOp::DropIndex { coll, name }).await? {
+        Answer::Dropped => Ok(single::no_content()),
+        a => Err(unexpected(a)),
+    }
+}
+
+/// Proposes build steps of index `name` of `coll` until it is not Building, this node stops
+/// leading, or a step is refused (the index was dropped); one builder per index per node.
+fn spawn_builder(st: &Arc<ClusterState>, coll: String, name: String) {
+    let key = (coll, name);
+    let fresh = st
+        .builders
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(key.clone());
+    if !fresh {
+        return;
+    }
+    let st = st.clone();
+    tokio::spawn(async move {
+        while st.node.is_leader() {
+            let op = DocOp::BuildStep {
+                coll: key.0.clone(),
+                name: key.1.clone(),
+                batch: st.build_batch,
+            };
+            match propose(&st, op).await {
+                Ok(Answer::Index { building: true, .. }) => tokio::task::yield_now().await,
+                _ => break,
+            }
+        }
+        st.builders
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&key);
+    });
+}
+
+/// The indexes of this replica in state Building, as (collection, index).
+fn building_indexes(env: &Env) -> Result<Vec<(String, String)>, ApiError> {
+    let mut out = Vec::new();
+    for coll in store::collection_names(env)? {
+        let c = open(env, &coll)?;
+        let txn = env.read_txn()?;
+        for i in c.indexes(&txn).map_err(store::doc_error)? {
+            if let cairn_doc::IndexState::Building { .. } = i.state {
+                out.push((coll.clone(), i.name));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// How often a leader looks again for indexes left Building (a builder that stopped on a
+/// failed proposal, say); it also looks at once when it becomes leader.
+const RESUME_EVERY: Duration = Duration::from_secs(5);
+
+/// Runs for the life of the node: starts a builder for every Building index whenever this
+/// node has become leader, and every [`RESUME_EVERY`] while it leads (module invariants).
+pub async fn resume_builds(st: Arc<ClusterState>) {
+    let mut led = false;
+    let mut last = tokio::time::Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let leads = st.node.is_leader();
+        let due = leads && (!led || last.elapsed() >= RESUME_EVERY);
+        led = leads;
+        // A read index first: every declaration committed so far is then applied here.
+        if !due || st.node.linearize().await.is_err() {
+            continue;
+        }
+        last = tokio::time::Instant::now();
+        if let Ok(found) = local(&st, building_indexes).await {
+            for (coll, name) in found {
+                spawn_builder(&st, coll, name);
+            }
+        }
     }
 }

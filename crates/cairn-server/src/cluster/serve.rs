@@ -11,7 +11,7 @@
 //!   membership, which openraft allows (initializing several nodes with one configuration is
 //!   safe); a node that already holds a log never initializes again.
 
-use super::routes::{routes, ClusterState};
+use super::routes::{resume_builds, routes, ClusterState};
 use super::DocExtension;
 use crate::{with_layers, BoxError, Config};
 use axum::serve::ListenerExt;
@@ -108,10 +108,9 @@ pub fn serve_cluster(cfg: ClusterConfig) -> Result<(), BoxError> {
         let listener = crate::listen(cfg.server.listen, cfg.server.backlog)?;
         let bound = listener.local_addr()?.to_string();
         let node = start(&cfg, &bound).await?;
-        let docs = with_layers(
-            routes(ClusterState::new(node.clone(), &cfg.server)),
-            &cfg.server,
-        );
+        let state = ClusterState::new(node.clone(), &cfg.server);
+        tokio::spawn(resume_builds(state.clone()));
+        let docs = with_layers(routes(state), &cfg.server);
         let app = cairn_raft::cluster::router(node.clone(), bound.clone()).merge(docs);
         {
             let mut out = std::io::stdout().lock();

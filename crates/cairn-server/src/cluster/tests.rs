@@ -41,8 +41,11 @@ fn if_match(v: u64) -> Preconditions {
     }
 }
 
+/// Every database of `env` by name, with its (key, value) pairs, raw.
+type Dump = Vec<(String, Vec<(Vec<u8>, Vec<u8>)>)>;
+
 /// Every (key, value) of every database of `env`, raw.
-fn dump(env: &cairn::Env) -> Vec<(String, Vec<(Vec<u8>, Vec<u8>)>)> {
+fn dump(env: &cairn::Env) -> Dump {
     let r = env.read_txn().unwrap();
     let mut out = Vec::new();
     for name in r.db_names().unwrap() {
@@ -67,7 +70,7 @@ fn replicas_applying_the_same_entries_end_identical() {
         .iter()
         .map(|d| cairn::Env::open(d.path()).unwrap())
         .collect();
-    let entries = vec![
+    let entries = [
         put("a", r#"{"n":1}"#, Preconditions::default(), 1000),
         put("b", r#"{"n":2}"#, Preconditions::default(), 1001),
         // If-Match on a's version (its seq, 1): applied.
@@ -173,4 +176,76 @@ fn refusals_change_nothing_and_garbage_is_refused() {
     let mut t = env.write_txn().unwrap();
     let r = DocExtension.apply(&mut t, b"\xff\xff\xff").unwrap();
     assert_eq!(refused(&r.unwrap_err()).status, StatusCode::BAD_REQUEST);
+}
+
+fn op(at_ms: u64, op: DocOp) -> DocWrite {
+    DocWrite { at_ms, op }
+}
+
+#[test]
+fn index_builds_are_entries_every_replica_applies_alike() {
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let envs: Vec<cairn::Env> = dirs
+        .iter()
+        .map(|d| cairn::Env::open(d.path()).unwrap())
+        .collect();
+    let declare = |name: &str, path: &str, unique: bool| DocOp::DeclareIndex {
+        coll: "c".into(),
+        name: name.into(),
+        path: path.into(),
+        unique,
+    };
+    let step = |name: &str| DocOp::BuildStep {
+        coll: "c".into(),
+        name: name.into(),
+        batch: 3,
+    };
+    let mut entries = Vec::new();
+    for i in 0..10u64 {
+        // Two documents share the value 7 at /u: a unique index on /u must fail.
+        let u = if i == 8 { 7 } else { i };
+        let body = format!("{{\"n\":{i},\"u\":{u}}}");
+        entries.push(put(&format!("d{i}"), &body, Preconditions::default(), i));
+    }
+    entries.push(op(20, declare("n", "/n", false)));
+    entries.push(op(21, declare("u", "/u", true)));
+    // Builds interleaved with a write (below the cursor after the first step, above it
+    // before), as writes interleave with a leader's steps.
+    entries.push(op(22, step("n")));
+    entries.push(put(
+        "d0",
+        r#"{"n":100,"u":100}"#,
+        Preconditions::default(),
+        23,
+    ));
+    for _ in 0..4 {
+        entries.push(op(24, step("n")));
+        entries.push(op(24, step("u")));
+    }
+    entries.push(op(
+        25,
+        DocOp::DropIndex {
+            coll: "c".into(),
+            name: "nope".into(),
+        },
+    ));
+    let answers: Vec<Vec<Result<Answer, u16>>> = envs
+        .iter()
+        .map(|env| entries.iter().map(|w| apply(env, w)).collect())
+        .collect();
+    assert_eq!(answers[0], answers[1]);
+    assert_eq!(answers[0].last(), Some(&Err(404)));
+    assert_eq!(dump(&envs[0]), dump(&envs[1]));
+    let c = cairn_doc::Collection::open(&envs[0], "c").unwrap();
+    let r = envs[0].read_txn().unwrap();
+    c.verify(&r).unwrap();
+    let state = |n: &str| c.index(&r, n).unwrap().unwrap().state;
+    assert_eq!(state("n"), IndexState::Ready);
+    assert!(
+        matches!(state("u"), IndexState::Failed { .. }),
+        "{:?}",
+        state("u")
+    );
+    let q = cairn_doc::Query::eq(json!(100));
+    assert_eq!(c.query(&r, "n", &q).unwrap().docs[0].id, "d0");
 }
