@@ -269,8 +269,9 @@ pub struct ClusterServeArgs {
     /// The node's directory (created if missing).
     #[arg(long, value_name = "DIR", requires = "cluster")]
     pub dir: Option<PathBuf>,
-    /// Another member, as ID=ADDR (repeat). A node never part of a cluster forms one of
-    /// itself and its peers; every member is started with the same set.
+    /// A member, as ID=ADDR (repeat; this node's own entry, at its --listen address, is
+    /// skipped). A node never part of a cluster forms one of itself and its peers; every
+    /// member is started with the same set.
     #[arg(long = "peer", value_name = "ID=ADDR", requires = "cluster")]
     pub peers: Vec<String>,
     /// Leader heartbeat (and one append-entries RPC's timeout), milliseconds.

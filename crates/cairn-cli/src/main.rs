@@ -98,8 +98,15 @@ fn serve_cluster(a: &cairn_cli::cli::ServeArgs) -> Result<(), CliError> {
         let pid: u64 = pid
             .parse()
             .map_err(|e| CliError::Usage(format!("--peer {p:?}: {e}")))?;
+        // Every member may be given the same list: its own entry is skipped if it names the
+        // address it listens on.
         if pid == id {
-            return Err(CliError::Usage(format!("--peer {p:?}: that is this node")));
+            if addr == a.listen.to_string() {
+                continue;
+            }
+            return Err(CliError::Usage(format!(
+                "--peer {p:?}: this node's id with another address than --listen"
+            )));
         }
         cfg.peers.insert(pid, addr.to_string());
     }

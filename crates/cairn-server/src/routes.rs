@@ -135,6 +135,27 @@ pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiErro
     }
 }
 
+/// A body declared JSON (415 otherwise), at most `limit` bytes (413 beyond).
+pub(crate) async fn json_body(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
+    decode::content_type(headers)?;
+    read_body(body, limit).await
+}
+
+/// The document of a PUT or POST: a JSON body checked by [`decode::document`], the bytes to
+/// store.
+pub(crate) async fn document_body(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
+    let bytes = json_body(headers, body, limit).await?;
+    Ok(bytes.slice_ref(decode::document(&bytes)?))
+}
+
 fn too_large(limit: usize) -> ApiError {
     ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body too large")
         .with_detail(json!({ "max": limit }))
@@ -263,12 +284,10 @@ async fn store_document(
     body: Body,
     pre: Preconditions,
 ) -> Result<Response, ApiError> {
-    decode::content_type(headers)?;
-    let bytes = read_body(body, s.limits.max_body).await?;
-    let doc = bytes.slice_ref(decode::document(&bytes)?);
+    let doc = document_body(headers, body, s.limits.max_body).await?;
     let (c, i) = (coll.clone(), id.clone());
     let w = write(&s, &coll, move |txn, st| {
-        store::put(txn, &st.colls, &c, &i, &doc, &pre)
+        store::put(txn, &st.colls, &c, &i, &doc, &pre, cairn_doc::now_ms())
     })
     .await?;
     Ok(written(&coll, &id, w))
@@ -296,7 +315,7 @@ pub async fn delete_doc(
     let pre = preconditions(&headers);
     let c = coll.clone();
     write(&s, &coll, move |txn, st| {
-        store::delete(txn, &st.colls, &c, &id, &pre)
+        store::delete(txn, &st.colls, &c, &id, &pre, cairn_doc::now_ms())
     })
     .await?;
     Ok(no_content())
@@ -322,12 +341,12 @@ pub async fn bulk(
     body: Body,
 ) -> Result<Response, ApiError> {
     decode::collection(&coll)?;
-    decode::content_type(&headers)?;
-    let bytes = read_body(body, s.limits.max_body).await?;
+    let bytes = json_body(&headers, body, s.limits.max_body).await?;
     let items = decode::bulk(&bytes)?;
     let c = coll.clone();
     let results = write(&s, &coll, move |txn, st| {
-        store::bulk(txn, &st.colls, &st.ids, &c, &items, st.max_id)
+        let at_ms = cairn_doc::now_ms();
+        store::bulk(txn, &st.colls, &st.ids, &c, &items, st.max_id, at_ms)
     })
     .await?;
     Ok(json_response(
@@ -443,8 +462,7 @@ pub async fn put_index(
     body: Body,
 ) -> Result<Response, ApiError> {
     decode::collection(&coll)?;
-    decode::content_type(&headers)?;
-    let bytes = read_body(body, s.limits.max_body).await?;
+    let bytes = json_body(&headers, body, s.limits.max_body).await?;
     let b: IndexBody =
         serde_json::from_slice(&bytes).map_err(|e| decode::json_error("index definition", &e))?;
     let spec = IndexSpec {

@@ -270,21 +270,10 @@ fn current_version(
 }
 
 /// Writes one document (inside a write transaction) through cairn-doc: its index entries
-/// and feed record in the same transaction. `doc` is the validated JSON text.
+/// and feed record in the same transaction. `doc` is the validated JSON text. `at_ms`
+/// stamps the feed record and cuts the feed's age trimming: the single-node routes pass
+/// their clock (`cairn_doc::now_ms`), a replica its leader's (module `cluster`).
 pub fn put(
-    txn: &mut RwTxn<'_>,
-    colls: &Colls,
-    coll: &str,
-    id: &str,
-    doc: &[u8],
-    pre: &Preconditions,
-) -> Result<Written, ApiError> {
-    put_at(txn, colls, coll, id, doc, pre, cairn_doc::now_ms())
-}
-
-/// [`put`], its feed record stamped `at_ms` (and the feed trimmed as of it) instead of this
-/// process's clock: what a replica applies with its leader's time.
-pub fn put_at(
     txn: &mut RwTxn<'_>,
     colls: &Colls,
     coll: &str,
@@ -308,19 +297,9 @@ pub fn put_at(
     })
 }
 
-/// Deletes one document (inside a write transaction); 404 if it or its collection is missing.
+/// Deletes one document (inside a write transaction); 404 if it or its collection is
+/// missing. `at_ms` as for [`put`].
 pub fn delete(
-    txn: &mut RwTxn<'_>,
-    colls: &Colls,
-    coll: &str,
-    id: &str,
-    pre: &Preconditions,
-) -> Result<u64, ApiError> {
-    delete_at(txn, colls, coll, id, pre, cairn_doc::now_ms())
-}
-
-/// [`delete`] with its feed record stamped `at_ms` (see [`put_at`]).
-pub fn delete_at(
     txn: &mut RwTxn<'_>,
     colls: &Colls,
     coll: &str,
@@ -344,21 +323,9 @@ pub fn delete_at(
 /// Runs a bulk request's items in one transaction; one JSON result per item, in order. An
 /// item's failure (a bad id, a failed condition) is its result and changes nothing; the
 /// others are written. Engine errors (disk full, ...) fail the whole request.
+/// `at_ms` as for [`put`]. Items without an id get one from `ids`; a replica is only ever
+/// given items with ids (the leader drew them), so it never draws one.
 pub fn bulk(
-    txn: &mut RwTxn<'_>,
-    colls: &Colls,
-    ids: &IdGen,
-    coll: &str,
-    items: &[BulkItem],
-    max_id: usize,
-) -> Result<Vec<Value>, ApiError> {
-    bulk_at(txn, colls, ids, coll, items, max_id, cairn_doc::now_ms())
-}
-
-/// [`bulk`] with every item's feed record stamped `at_ms` (see [`put_at`]). Items without
-/// an id get one from `ids`; a replica is only ever given items with ids (the leader drew
-/// them), so it never draws one.
-pub fn bulk_at(
     txn: &mut RwTxn<'_>,
     colls: &Colls,
     ids: &IdGen,
@@ -376,9 +343,9 @@ pub fn bulk_at(
         };
         let r = decode::id(&id, max_id).and_then(|()| match (item.op, &item.doc) {
             (BulkOp::Delete, _) => {
-                delete_at(txn, colls, coll, &id, &pre, at_ms).map(|_| (StatusCode::OK, None))
+                delete(txn, colls, coll, &id, &pre, at_ms).map(|_| (StatusCode::OK, None))
             }
-            (_, Some(doc)) => put_at(txn, colls, coll, &id, doc, &pre, at_ms).map(|w| {
+            (_, Some(doc)) => put(txn, colls, coll, &id, doc, &pre, at_ms).map(|w| {
                 let st = if w.created {
                     StatusCode::CREATED
                 } else {

@@ -8,8 +8,8 @@
 //!   stamps feed records and cuts age-bounded trimming (`at_ms`) and the id of every `POST`
 //!   and of every bulk item without one are decided once, by the route on the leader, and
 //!   travel in the entry.
-//! - Apply runs the single-node server's own write functions (`store::put_at`, `delete_at`,
-//!   `bulk_at`) in the nested transaction cairn-raft gives it, so a replicated write changes
+//! - Apply runs the single-node server's own write functions (`store::put`, `delete`, `bulk`,
+//!   with the entry's time) in the nested transaction cairn-raft gives it, so a replicated write changes
 //!   exactly what the same request changes on `cairn serve`.
 //! - A refusal is what the single-node server answers with a 4xx status (a failed If-Match,
 //!   a missing document, a unique violation, a bad id, a document too large), plus too many
@@ -210,7 +210,7 @@ impl DocExtension {
                 pre,
             } => {
                 decode::address(coll, id, MAX_ID)?;
-                let d = store::put_at(txn, &colls, coll, id, body, pre, w.at_ms)?;
+                let d = store::put(txn, &colls, coll, id, body, pre, w.at_ms)?;
                 Ok(Answer::Written {
                     version: d.version,
                     created: d.created,
@@ -218,7 +218,7 @@ impl DocExtension {
             }
             DocOp::Delete { coll, id, pre } => {
                 decode::address(coll, id, MAX_ID)?;
-                let version = store::delete_at(txn, &colls, coll, id, pre, w.at_ms)?;
+                let version = store::delete(txn, &colls, coll, id, pre, w.at_ms)?;
                 Ok(Answer::Deleted { version })
             }
             DocOp::Bulk { coll, items } => {
@@ -234,7 +234,7 @@ impl DocExtension {
                     .collect();
                 // Every item has its id: this generator is never drawn from.
                 let none = IdGen::default();
-                let r = store::bulk_at(txn, &colls, &none, coll, &items, MAX_ID, w.at_ms)?;
+                let r = store::bulk(txn, &colls, &none, coll, &items, MAX_ID, w.at_ms)?;
                 Ok(Answer::Bulk {
                     results: serde_json::to_vec(&r).map_err(|e| {
                         ApiError::internal("bulk results").with_detail(json!(e.to_string()))

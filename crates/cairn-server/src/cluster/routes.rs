@@ -23,7 +23,7 @@
 use super::{encode, refused, Answer, BulkEntry, DocOp, DocWrite, EXTENSION};
 use crate::decode;
 use crate::error::ApiError;
-use crate::routes::{self as single, blocking, doc_response, json_response, read_body, written};
+use crate::routes::{self as single, blocking, doc_response, json_response, written};
 use crate::store::{self, IdGen, ListQuery, Preconditions};
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
@@ -333,25 +333,20 @@ async fn changes(
     }
 }
 
-/// The body of a PUT or POST, validated as the single-node server does, proposed as a put.
-async fn store_document(
-    s: Arc<ClusterState>,
-    coll: String,
-    id: String,
-    headers: &HeaderMap,
-    body: Body,
+/// A document (checked as the single-node server checks it) proposed as a put of `id`.
+async fn propose_put(
+    s: &ClusterState,
+    (coll, id): (String, String),
+    doc: &[u8],
     pre: Preconditions,
 ) -> Result<Response, ApiError> {
-    decode::content_type(headers)?;
-    let bytes = read_body(body, s.max_body).await?;
-    let doc = decode::document(&bytes)?.to_vec();
     let op = DocOp::Put {
         coll: coll.clone(),
         id: id.clone(),
-        body: doc,
+        body: doc.to_vec(),
         pre,
     };
-    match propose(&s, op).await? {
+    match propose(s, op).await? {
         Answer::Written { version, created } => {
             Ok(written(&coll, &id, store::Written { version, created }))
         }
@@ -369,7 +364,8 @@ async fn put_doc(
     collection(&coll)?;
     decode::id(&id, s.max_id)?;
     let pre = single::preconditions(&headers);
-    store_document(s, coll, id, &headers, body, pre).await
+    let doc = single::document_body(&headers, body, s.max_body).await?;
+    propose_put(&s, (coll, id), &doc, pre).await
 }
 
 /// `POST /{collection}`: the id is drawn here, on the node that proposes.
@@ -380,8 +376,9 @@ async fn post_doc(
     body: Body,
 ) -> Result<Response, ApiError> {
     collection(&coll)?;
+    let doc = single::document_body(&headers, body, s.max_body).await?;
     let id = s.ids.next();
-    store_document(s, coll, id, &headers, body, Preconditions::default()).await
+    propose_put(&s, (coll, id), &doc, Preconditions::default()).await
 }
 
 /// `DELETE /{collection}/{id}`.
@@ -407,8 +404,7 @@ async fn bulk(
     body: Body,
 ) -> Result<Response, ApiError> {
     collection(&coll)?;
-    decode::content_type(&headers)?;
-    let bytes = read_body(body, s.max_body).await?;
+    let bytes = single::json_body(&headers, body, s.max_body).await?;
     let items = decode::bulk(&bytes)?
         .into_iter()
         .map(|i| BulkEntry {
@@ -438,8 +434,7 @@ async fn put_index(
     body: Body,
 ) -> Result<Response, ApiError> {
     collection(&coll)?;
-    decode::content_type(&headers)?;
-    let bytes = read_body(body, s.max_body).await?;
+    let bytes = single::json_body(&headers, body, s.max_body).await?;
     let b: single::IndexBody =
         serde_json::from_slice(&bytes).map_err(|e| decode::json_error("index definition", &e))?;
     let op = DocOp::DeclareIndex {
