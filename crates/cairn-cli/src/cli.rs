@@ -245,8 +245,44 @@ pub struct ServeArgs {
     /// Directory for GET /_backup's temporary copy (default: the system's temporary one).
     #[arg(long, value_name = "DIR")]
     pub backup_dir: Option<PathBuf>,
+    /// Documents per step of an index build (each step one write transaction; in a
+    /// cluster, one log entry).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub build_batch: usize,
+    #[command(flatten)]
+    pub cluster: ClusterServeArgs,
     #[command(flatten)]
     pub common: Common,
+}
+
+/// `cairn serve --cluster`: the document server as one node of a Raft cluster
+/// (docs/serve-cluster.md). Its environment is a cairn-raft node directory (--dir), not the
+/// positional path.
+#[derive(Args, Debug)]
+pub struct ClusterServeArgs {
+    /// Serve as a node of a replicated cluster: writes go through the Raft log.
+    #[arg(long, requires_all = ["id", "dir"], conflicts_with_all = ["lazy", "logged", "no_group"])]
+    pub cluster: bool,
+    /// This node's id (not 0), unique in the cluster.
+    #[arg(long, value_name = "N", requires = "cluster")]
+    pub id: Option<u64>,
+    /// The node's directory (created if missing).
+    #[arg(long, value_name = "DIR", requires = "cluster")]
+    pub dir: Option<PathBuf>,
+    /// A member, as ID=ADDR (repeat; this node's own entry, at its --listen address, is
+    /// skipped). A node never part of a cluster forms one of itself and its peers; every
+    /// member is started with the same set.
+    #[arg(long = "peer", value_name = "ID=ADDR", requires = "cluster")]
+    pub peers: Vec<String>,
+    /// Leader heartbeat (and one append-entries RPC's timeout), milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 250, requires = "cluster")]
+    pub heartbeat_ms: u64,
+    /// Lower bound of the election timeout, milliseconds (the upper one is twice it).
+    #[arg(long, value_name = "MS", default_value_t = 1500, requires = "cluster")]
+    pub election_ms: u64,
+    /// Take a snapshot (and purge the log behind it) every this many applied entries.
+    #[arg(long, value_name = "N", default_value_t = 20000, requires = "cluster")]
+    pub snapshot_every: u64,
 }
 
 impl Command {

@@ -75,7 +75,46 @@ fn serve(a: &cairn_cli::cli::ServeArgs, path: EnvPath) -> Result<(), CliError> {
     cfg.max_body = a.max_body;
     cfg.backup_dir = a.backup_dir.clone();
     cfg.group_commit = !a.no_group;
+    cfg.build_batch = a.build_batch;
     cairn_server::serve(cfg).map_err(|e| CliError::Usage(format!("serving: {e}")))
+}
+
+/// `cairn serve --cluster`: a cluster node, until SIGINT or SIGTERM.
+fn serve_cluster(a: &cairn_cli::cli::ServeArgs) -> Result<(), CliError> {
+    let c = &a.cluster;
+    let (Some(id), Some(dir)) = (c.id, c.dir.clone()) else {
+        return Err(CliError::Usage("--cluster needs --id and --dir".into()));
+    };
+    let mut server = cairn_server::Config::new(&dir);
+    server.listen = a.listen;
+    server.max_in_flight = a.max_in_flight;
+    server.max_body = a.max_body;
+    server.build_batch = a.build_batch;
+    let mut cfg = cairn_server::cluster::serve::ClusterConfig::new(server, id, dir);
+    for p in &c.peers {
+        let (pid, addr) = p
+            .split_once('=')
+            .ok_or_else(|| CliError::Usage(format!("--peer {p:?}: expected ID=ADDR")))?;
+        let pid: u64 = pid
+            .parse()
+            .map_err(|e| CliError::Usage(format!("--peer {p:?}: {e}")))?;
+        // Every member may be given the same list: its own entry is skipped if it names the
+        // address it listens on.
+        if pid == id {
+            if addr == a.listen.to_string() {
+                continue;
+            }
+            return Err(CliError::Usage(format!(
+                "--peer {p:?}: this node's id with another address than --listen"
+            )));
+        }
+        cfg.peers.insert(pid, addr.to_string());
+    }
+    cfg.heartbeat_ms = c.heartbeat_ms;
+    cfg.election_ms = c.election_ms;
+    cfg.snapshot_every = c.snapshot_every;
+    cairn_server::cluster::serve::serve_cluster(cfg)
+        .map_err(|e| CliError::Usage(format!("serving: {e}")))
 }
 
 fn run(cli: Cli) -> Result<(), CliError> {
@@ -90,6 +129,16 @@ fn run(cli: Cli) -> Result<(), CliError> {
     };
     if let Command::Cluster(a) = cmd {
         return cairn_raft::cluster::run(a).map_err(CliError::Usage);
+    }
+    if let Command::Serve(a) = &cmd {
+        if a.cluster.cluster {
+            if a.common.path.is_some() {
+                return Err(CliError::Usage(
+                    "--cluster serves the node directory --dir, not a path".into(),
+                ));
+            }
+            return serve_cluster(a);
+        }
     }
     let common = cmd.common();
     if common.version {

@@ -189,11 +189,7 @@ impl Collection {
         doc: &Value,
         expected: Option<u64>,
     ) -> Result<u64> {
-        check_id(id)?;
-        let mut n = txn.nested()?;
-        let v = self.write(&mut n, id, Some(doc), None, expected)?;
-        n.commit()?;
-        v.ok_or_else(|| Error::Inconsistent("a put wrote no version".into()))
+        self.put_text_at(txn, id, doc, None, expected, feed::now_ms())
     }
 
     /// [`Collection::put_if`], storing `text` as the document's JSON text instead of `doc`
@@ -207,9 +203,25 @@ impl Collection {
         text: &[u8],
         expected: Option<u64>,
     ) -> Result<u64> {
+        self.put_text_at(txn, id, doc, Some(text), expected, feed::now_ms())
+    }
+
+    /// The put every other put calls: [`Collection::put_if`] (with `text: None`) or
+    /// [`Collection::put_text`], its feed record stamped `at_ms` (milliseconds since the
+    /// Unix epoch) and the feed trimmed as of `at_ms`, instead of this process's clock. A
+    /// replicated writer passes the time its leader took, so every replica writes the same.
+    pub fn put_text_at(
+        &self,
+        txn: &mut RwTxn<'_>,
+        id: &str,
+        doc: &Value,
+        text: Option<&[u8]>,
+        expected: Option<u64>,
+        at_ms: u64,
+    ) -> Result<u64> {
         check_id(id)?;
         let mut n = txn.nested()?;
-        let v = self.write(&mut n, id, Some(doc), Some(text), expected)?;
+        let v = self.write(&mut n, id, Some(doc), text, expected, at_ms)?;
         n.commit()?;
         v.ok_or_else(|| Error::Inconsistent("a put wrote no version".into()))
     }
@@ -218,15 +230,22 @@ impl Collection {
     /// feed; returns the version the delete gave it (its last version + 1), or `None` (and
     /// nothing written, no feed record) if there was no such document.
     pub fn delete(&self, txn: &mut RwTxn<'_>, id: &str) -> Result<Option<u64>> {
+        self.delete_at(txn, id, feed::now_ms())
+    }
+
+    /// [`Collection::delete`], its feed record stamped `at_ms` and the feed trimmed as of
+    /// `at_ms` (see [`Collection::put_text_at`]).
+    pub fn delete_at(&self, txn: &mut RwTxn<'_>, id: &str, at_ms: u64) -> Result<Option<u64>> {
         check_id(id)?;
         let mut n = txn.nested()?;
-        let v = self.write(&mut n, id, None, None, None)?;
+        let v = self.write(&mut n, id, None, None, None, at_ms)?;
         n.commit()?;
         Ok(v)
     }
 
     /// The write path: `new` is the document to store, `None` to delete. Returns the version
-    /// written (None: a delete of nothing); `expected` not met is `VersionMismatch`.
+    /// written (None: a delete of nothing); `expected` not met is `VersionMismatch`. `at_ms`
+    /// stamps the feed record: nothing here reads a clock.
     fn write(
         &self,
         txn: &mut RwTxn<'_>,
@@ -234,6 +253,7 @@ impl Collection {
         new: Option<&Value>,
         text: Option<&[u8]>,
         expected: Option<u64>,
+        at_ms: u64,
     ) -> Result<Option<u64>> {
         let defs = index::load_all_cached(txn, self)?;
         // The old version from the header; the old body parsed only if an index needs it.
@@ -285,7 +305,7 @@ impl Collection {
         } else {
             feed::ChangeKind::Delete
         };
-        let seq = feed::append(txn, self, id, kind, version)?;
+        let seq = feed::append(txn, self, id, kind, version, at_ms)?;
         match new {
             Some(doc) => {
                 let mut val = Vec::with_capacity(DOC_HEADER + 64);

@@ -11,6 +11,9 @@
 //! - Trimming happens inside writes, at most [`TRIM_PER_WRITE`] records per write (a write's
 //!   cost stays bounded when the bound is lowered), oldest first, and never takes the newest
 //!   record (a reader can always learn the current sequence number from the feed).
+//! - The write path reads no clock: a record's timestamp and the age cut-off of trimming are
+//!   the `now` its caller passes (the `*_at` methods; the others pass [`now_ms`]), so the
+//!   same writes with the same times make the same feed on every environment (replicas).
 
 use crate::collection::{doc_id, Collection, Doc};
 use crate::{Error, ReadTxn, Result};
@@ -59,7 +62,10 @@ pub struct Retention {
     pub max_age: Option<Duration>,
 }
 
-pub(crate) fn now_ms() -> u64 {
+/// The writer's clock: milliseconds since the Unix epoch (0 if the clock is before it). What
+/// the convenience write methods stamp feed records with; a replicated writer takes the time
+/// once, on its leader, and passes it to the `*_at` methods instead.
+pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
@@ -99,16 +105,18 @@ fn seq_of(k: &[u8]) -> Result<u64> {
     })?))
 }
 
-/// Appends the record of a write and trims by the retention bound; returns its number.
+/// Appends the record of a write, stamped `now` (milliseconds since the Unix epoch), and
+/// trims by the retention bound as of `now`; returns its number. The caller's clock, not
+/// ours: two environments given the same writes with the same `now` end with the same feed.
 pub(crate) fn append(
     txn: &mut RwTxn<'_>,
     c: &Collection,
     id: &str,
     kind: ChangeKind,
     version: u64,
+    now: u64,
 ) -> Result<u64> {
     let seq = read_u64(txn, c, SEQ)? + 1;
-    let now = now_ms();
     let mut v = Vec::with_capacity(17 + id.len());
     v.push(match kind {
         ChangeKind::Put => 1,
@@ -226,7 +234,13 @@ impl Collection {
 
     /// Trims up to `max` records by the retention bound now; returns how many went.
     pub fn trim_feed(&self, txn: &mut RwTxn<'_>, max: usize) -> Result<usize> {
-        trim(txn, self, now_ms(), max)
+        self.trim_feed_at(txn, max, now_ms())
+    }
+
+    /// [`Collection::trim_feed`] as of `at_ms` (milliseconds since the Unix epoch) instead
+    /// of this process's clock: the age bound cuts at `at_ms - max_age`.
+    pub fn trim_feed_at(&self, txn: &mut RwTxn<'_>, max: usize, at_ms: u64) -> Result<usize> {
+        trim(txn, self, at_ms, max)
     }
 }
 

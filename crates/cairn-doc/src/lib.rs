@@ -49,7 +49,7 @@ pub mod key;
 mod query;
 
 pub use collection::{Collection, Doc};
-pub use feed::{Change, ChangeKind, Retention, TRIM_PER_WRITE};
+pub use feed::{now_ms, Change, ChangeKind, Retention, TRIM_PER_WRITE};
 pub use handle::{spawn_build, Handle, DEFAULT_BUILD_BATCH, FEED_POLL};
 pub use index::{IndexInfo, IndexSpec, IndexState};
 pub use query::{DocText, Query, QueryPage, Token};

@@ -394,21 +394,12 @@ fn bad(why: impl std::fmt::Display) -> Response {
 /// The leader to name in a 421: `named` (by the refusal) or the one this node knows, and its
 /// address.
 fn leader_of(c: &Ctx, named: Option<NodeId>) -> (Option<NodeId>, Option<String>) {
-    let m = c.node.metrics();
-    let leader = named.or(m.current_leader);
-    let addr = leader.and_then(|l| {
-        m.membership_config
-            .membership()
-            .get_node(&l)
-            .map(|n| n.addr.clone())
-    });
-    (leader, addr)
+    c.node.leader_of(named)
 }
 
 /// The answer to a refused call: 421 naming the leader if this node is not it, else 503.
 fn refused(c: &Ctx, e: Error) -> Response {
-    let m = c.node.metrics();
-    let not_leader = e.leader().is_some() || m.state != crate::raft::ServerState::Leader;
+    let not_leader = e.leader().is_some() || !c.node.is_leader();
     if not_leader {
         let (leader, addr) = leader_of(c, e.leader());
         let body = json!({ "error": e.to_string(), "leader_id": leader, "leader_addr": addr });

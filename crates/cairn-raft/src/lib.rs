@@ -169,6 +169,15 @@ impl Storage {
         })
     }
 
+    /// Runs `f` with this node's live environment (a layer above reading its applied state in
+    /// transactions of its own: the document routes of `cairn serve --cluster`). The handle
+    /// is held shared meanwhile, so a snapshot install waits for `f`: keep `f` short, and
+    /// write nothing (writes go through the log). Database handles opened in `f` are good only
+    /// inside it: an install swaps the environment.
+    pub fn with_env<R>(&self, f: impl FnOnce(&cairn::Env) -> R) -> R {
+        self.shared.with_env(f)
+    }
+
     /// The last log id applied on this node.
     pub fn applied(&self) -> Result<Option<raft::LogId>, Error> {
         self.shared.with_env(|env| {

@@ -160,6 +160,15 @@ impl Node {
     /// A linearizable read (read index): this node confirms it still leads, waits until it
     /// has applied everything committed when the read began, then reads locally.
     pub async fn read(&self, db: &str, key: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+        self.linearize().await?;
+        self.storage.get(db, key)
+    }
+
+    /// The first half of [`Node::read`]: confirms this node still leads and waits until it has
+    /// applied everything committed when the call began. A read transaction begun after it
+    /// returns sees every write acknowledged before the call (refused with [`Error::leader`]
+    /// on a node that is not the leader).
+    pub async fn linearize(&self) -> Result<(), Error> {
         self.raft.ensure_linearizable().await.map_err(|e| {
             let leader = match &e {
                 RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)) => f.leader_id,
@@ -169,7 +178,32 @@ impl Node {
             err.leader = leader;
             err
         })?;
-        self.storage.get(db, key)
+        Ok(())
+    }
+
+    /// Whether this node is the leader now (as its metrics say).
+    pub fn is_leader(&self) -> bool {
+        self.metrics().state == crate::raft::ServerState::Leader
+    }
+
+    /// The leader to name to a client sent elsewhere: `named` (by a refusal) or the one this
+    /// node knows, with its address from the membership.
+    pub fn leader_of(&self, named: Option<NodeId>) -> (Option<NodeId>, Option<String>) {
+        let m = self.metrics();
+        let leader = named.or(m.current_leader);
+        let addr = leader.and_then(|l| {
+            m.membership_config
+                .membership()
+                .get_node(&l)
+                .map(|n| n.addr.clone())
+        });
+        (leader, addr)
+    }
+
+    /// Whether this node was ever made part of a cluster (initialized, or given a log by a
+    /// leader): [`Node::initialize`] is for nodes where this is false.
+    pub async fn is_initialized(&self) -> Result<bool, Error> {
+        self.raft.is_initialized().await.map_err(any)
     }
 
     /// A stale-bounded read (docs/replication.md, "Stale-bounded follower reads"). On a node

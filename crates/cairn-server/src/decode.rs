@@ -157,8 +157,9 @@ pub struct BulkItem {
     pub if_match: Option<u64>,
 }
 
-/// A bulk operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A bulk operation. Part of the replicated log's encoding (module `cluster`): variants are
+/// only ever added at the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum BulkOp {
     /// Create or replace.
     Put,
@@ -301,8 +302,9 @@ pub fn parse_version(s: &str) -> Option<u64> {
 }
 
 /// An `If-Match` / `If-None-Match` header: `*`, or a list of versions (entries that are not
-/// versions of this server can never match and are dropped).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// versions of this server can never match and are dropped). Part of the replicated log's
+/// encoding (module `cluster`): variants are only ever added at the end.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Condition {
     /// `*`.
     Any,

@@ -11,6 +11,9 @@ use axum::http::{header, HeaderValue, Response, StatusCode};
 use axum::response::IntoResponse;
 use serde_json::{json, Value};
 
+/// The message of the engine's `DbsFull` (507): no room for another collection's databases.
+pub const TOO_MANY_COLLECTIONS: &str = "too many collections";
+
 /// An error answered to the client: a status, a short message and optional detail.
 #[derive(Debug, Clone)]
 pub struct ApiError {
@@ -79,7 +82,7 @@ impl From<cairn::Error> for ApiError {
         let msg = e.to_string();
         let (status, error) = match &e {
             E::MapFull { .. } => (StatusCode::INSUFFICIENT_STORAGE, "the database is full"),
-            E::DbsFull { .. } => (StatusCode::INSUFFICIENT_STORAGE, "too many collections"),
+            E::DbsFull { .. } => (StatusCode::INSUFFICIENT_STORAGE, TOO_MANY_COLLECTIONS),
             E::ValueTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "document too large"),
             E::KeyTooLarge { .. } => (StatusCode::BAD_REQUEST, "id too long"),
             E::ReadersFull { .. } => (StatusCode::SERVICE_UNAVAILABLE, "too many readers"),

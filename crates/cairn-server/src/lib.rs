@@ -30,6 +30,7 @@
 //!   (module `routes`).
 //! - Every error response is JSON (module `error`).
 
+pub mod cluster;
 pub mod decode;
 pub mod error;
 mod readers;
@@ -326,7 +327,7 @@ async fn on_overload(e: tower::BoxError) -> ApiError {
 
 /// A listening socket on `addr` with a listen backlog of `backlog` (as std's and tokio's
 /// `bind`, with `SO_REUSEADDR`, so a restarted server can take its port back at once).
-fn listen(addr: SocketAddr, backlog: u32) -> std::io::Result<tokio::net::TcpListener> {
+pub(crate) fn listen(addr: SocketAddr, backlog: u32) -> std::io::Result<tokio::net::TcpListener> {
     let sock = if addr.is_ipv4() {
         tokio::net::TcpSocket::new_v4()?
     } else {
@@ -461,7 +462,7 @@ pub fn serve(cfg: Config) -> Result<(), BoxError> {
     r
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = match signal(SignalKind::terminate()) {
         Ok(s) => s,

@@ -30,7 +30,7 @@ type Shared = State<Arc<AppState>>;
 
 /// Runs `f` on the blocking pool once `gate` lets it (waiting asynchronously, so a burst
 /// queues as tasks, not as blocked threads); a panic there (a bug) becomes a 500.
-async fn blocking<R: Send + 'static>(
+pub(crate) async fn blocking<R: Send + 'static>(
     gate: &tokio::sync::Semaphore,
     f: impl FnOnce() -> Result<R, ApiError> + Send + 'static,
 ) -> Result<R, ApiError> {
@@ -127,7 +127,7 @@ fn write_alone<R>(
 }
 
 /// Reads the body, at most the configured bytes (413 beyond).
-async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
     match http_body_util::Limited::new(body, limit).collect().await {
         Ok(c) => Ok(c.to_bytes()),
         Err(e) => {
@@ -143,19 +143,40 @@ async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
     }
 }
 
+/// A body declared JSON (415 otherwise), at most `limit` bytes (413 beyond).
+pub(crate) async fn json_body(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
+    decode::content_type(headers)?;
+    read_body(body, limit).await
+}
+
+/// The document of a PUT or POST: a JSON body checked by [`decode::document`], the bytes to
+/// store.
+pub(crate) async fn document_body(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
+    let bytes = json_body(headers, body, limit).await?;
+    Ok(bytes.slice_ref(decode::document(&bytes)?))
+}
+
 fn too_large(limit: usize) -> ApiError {
     ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body too large")
         .with_detail(json!({ "max": limit }))
 }
 
-fn preconditions(h: &HeaderMap) -> Preconditions {
+pub(crate) fn preconditions(h: &HeaderMap) -> Preconditions {
     Preconditions {
         if_match: Condition::from_header(h, header::IF_MATCH),
         if_none_match: Condition::from_header(h, header::IF_NONE_MATCH),
     }
 }
 
-fn etag_value(version: u64) -> HeaderValue {
+pub(crate) fn etag_value(version: u64) -> HeaderValue {
     HeaderValue::from_str(&decode::etag(version)).unwrap_or(HeaderValue::from_static("\"0\""))
 }
 
@@ -172,7 +193,7 @@ fn path_segment(s: &str) -> String {
     out
 }
 
-fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
+pub(crate) fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
     let mut r = Response::new(Body::from(body));
     *r.status_mut() = status;
     r.headers_mut().insert(
@@ -183,7 +204,7 @@ fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
 }
 
 /// The response to a successful write of one document.
-fn written(coll: &str, id: &str, w: store::Written) -> Response {
+pub(crate) fn written(coll: &str, id: &str, w: store::Written) -> Response {
     let body = json!({ "id": id, "version": decode::version_str(w.version) });
     let status = if w.created {
         StatusCode::CREATED
@@ -231,7 +252,13 @@ pub async fn get_doc(
     decode::address(&coll, &id, s.max_id)?;
     let gate = s.clone();
     let (version, doc) = read(&gate, move || store::get(&s.env, &coll, &id)).await?;
-    let inm = Condition::from_header(&headers, header::IF_NONE_MATCH);
+    Ok(doc_response(version, doc, &headers))
+}
+
+/// The answer to a read of one document: 200 with it, or 304 if the request's If-None-Match
+/// names its version; its ETag either way.
+pub(crate) fn doc_response(version: u64, doc: Vec<u8>, headers: &HeaderMap) -> Response {
+    let inm = Condition::from_header(headers, header::IF_NONE_MATCH);
     let mut r = if inm.is_some_and(|c| c.matches(Some(version))) {
         let mut r = Response::new(Body::empty());
         *r.status_mut() = StatusCode::NOT_MODIFIED;
@@ -240,7 +267,7 @@ pub async fn get_doc(
         json_response(StatusCode::OK, doc)
     };
     r.headers_mut().insert(header::ETAG, etag_value(version));
-    Ok(r)
+    r
 }
 
 /// `PUT /{collection}/{id}`: create or replace.
@@ -265,12 +292,10 @@ async fn store_document(
     body: Body,
     pre: Preconditions,
 ) -> Result<Response, ApiError> {
-    decode::content_type(headers)?;
-    let bytes = read_body(body, s.limits.max_body).await?;
-    let doc = bytes.slice_ref(decode::document(&bytes)?);
+    let doc = document_body(headers, body, s.limits.max_body).await?;
     let (c, i) = (coll.clone(), id.clone());
     let w = write(&s, &coll, move |txn, st| {
-        store::put(txn, &st.colls, &c, &i, &doc, &pre)
+        store::put(txn, &st.colls, &c, &i, &doc, &pre, cairn_doc::now_ms())
     })
     .await?;
     Ok(written(&coll, &id, w))
@@ -298,12 +323,17 @@ pub async fn delete_doc(
     let pre = preconditions(&headers);
     let c = coll.clone();
     write(&s, &coll, move |txn, st| {
-        store::delete(txn, &st.colls, &c, &id, &pre)
+        store::delete(txn, &st.colls, &c, &id, &pre, cairn_doc::now_ms())
     })
     .await?;
+    Ok(no_content())
+}
+
+/// 204, no body.
+pub(crate) fn no_content() -> Response {
     let mut r = Response::new(Body::empty());
     *r.status_mut() = StatusCode::NO_CONTENT;
-    Ok(r)
+    r
 }
 
 /// `PUT|GET|DELETE /{collection}/`: the id is empty.
@@ -319,12 +349,12 @@ pub async fn bulk(
     body: Body,
 ) -> Result<Response, ApiError> {
     decode::collection(&coll)?;
-    decode::content_type(&headers)?;
-    let bytes = read_body(body, s.limits.max_body).await?;
+    let bytes = json_body(&headers, body, s.limits.max_body).await?;
     let items = decode::bulk(&bytes)?;
     let c = coll.clone();
     let results = write(&s, &coll, move |txn, st| {
-        store::bulk(txn, &st.colls, &st.ids, &c, &items, st.max_id)
+        let at_ms = cairn_doc::now_ms();
+        store::bulk(txn, &st.colls, &st.ids, &c, &items, st.max_id, at_ms)
     })
     .await?;
     Ok(json_response(
@@ -406,14 +436,14 @@ fn existing(s: &AppState, coll: &str) -> Result<cairn_doc::Handle, ApiError> {
 /// The body of `PUT /{collection}/_index/{name}`.
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-struct IndexBody {
-    path: String,
+pub(crate) struct IndexBody {
+    pub(crate) path: String,
     #[serde(default)]
-    unique: bool,
+    pub(crate) unique: bool,
 }
 
 /// An index as the index routes show it.
-fn index_json(name: &str, spec: &IndexSpec, state: &IndexState) -> serde_json::Value {
+pub(crate) fn index_json(name: &str, spec: &IndexSpec, state: &IndexState) -> serde_json::Value {
     let mut v = json!({ "name": name, "path": spec.path, "unique": spec.unique });
     match state {
         IndexState::Ready => v["state"] = json!("ready"),
@@ -440,8 +470,7 @@ pub async fn put_index(
     body: Body,
 ) -> Result<Response, ApiError> {
     decode::collection(&coll)?;
-    decode::content_type(&headers)?;
-    let bytes = read_body(body, s.limits.max_body).await?;
+    let bytes = json_body(&headers, body, s.limits.max_body).await?;
     let b: IndexBody =
         serde_json::from_slice(&bytes).map_err(|e| decode::json_error("index definition", &e))?;
     let spec = IndexSpec {
@@ -512,35 +541,33 @@ pub async fn delete_index(
     if !dropped {
         return Err(ApiError::not_found("no such index"));
     }
-    let mut r = Response::new(Body::empty());
-    *r.status_mut() = StatusCode::NO_CONTENT;
-    Ok(r)
+    Ok(no_content())
 }
 
 /// `GET /{collection}/_changes` parameters.
 #[derive(Debug, serde::Deserialize)]
 pub struct ChangesQuery {
     /// Changes after this sequence number (default 0: from the start).
-    since: Option<u64>,
+    pub(crate) since: Option<u64>,
     /// Most changes per response or per read of a stream (default and maximum 1,000).
-    limit: Option<usize>,
+    pub(crate) limit: Option<usize>,
     /// `normal` (default), `longpoll` or `sse`.
-    feed: Option<String>,
+    pub(crate) feed: Option<String>,
     /// A long poll's wait, milliseconds (default 25,000; at most 80% of the request timeout).
-    timeout: Option<u64>,
+    pub(crate) timeout: Option<u64>,
 }
 
 /// Most changes read at once.
-const CHANGES_MAX: usize = 1000;
+pub(crate) const CHANGES_MAX: usize = 1000;
 /// How often a stream or a long poll re-reads the feed when no write of this server woke it
 /// (writes of other processes).
-const FEED_POLL: Duration = Duration::from_millis(50);
+pub(crate) const FEED_POLL: Duration = Duration::from_millis(50);
 /// A comment line on an idle stream, so that a gone client is noticed.
 const SSE_KEEPALIVE: Duration = Duration::from_secs(15);
 
 /// One change as a JSON object: `version` is the document's ETag after a put (hex), null
 /// after a delete.
-fn change_json(c: &Change) -> serde_json::Value {
+pub(crate) fn change_json(c: &Change) -> serde_json::Value {
     let put = c.kind == ChangeKind::Put;
     json!({
         "seq": c.seq,
@@ -551,7 +578,7 @@ fn change_json(c: &Change) -> serde_json::Value {
     })
 }
 
-fn json_lines(changes: &[Change]) -> Vec<u8> {
+pub(crate) fn json_lines(changes: &[Change]) -> Vec<u8> {
     let mut out = Vec::new();
     for c in changes {
         out.extend_from_slice(change_json(c).to_string().as_bytes());
@@ -587,30 +614,15 @@ pub async fn changes(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     decode::collection(&coll)?;
-    let limit = q.limit.unwrap_or(CHANGES_MAX);
-    if limit == 0 || limit > CHANGES_MAX {
-        return Err(ApiError::bad_request("limit must be 1 to 1000").with_detail(json!(limit)));
-    }
+    let limit = changes_limit(&q)?;
     let since = q.since.unwrap_or(0);
-    let ndjson = |body: Vec<u8>| {
-        let mut r = Response::new(Body::from(body));
-        r.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/x-ndjson"),
-        );
-        r
-    };
     match q.feed.as_deref().unwrap_or("normal") {
         "normal" => {
             let ch = read_changes(&s, &coll, since, limit).await?;
             Ok(ndjson(json_lines(&ch)))
         }
         "longpoll" => {
-            let cap = s.request_timeout.mul_f64(0.8);
-            let wait = q
-                .timeout
-                .map_or(Duration::from_secs(25), Duration::from_millis);
-            let deadline = tokio::time::Instant::now() + wait.min(cap);
+            let deadline = tokio::time::Instant::now() + longpoll_wait(&q, s.request_timeout);
             let mut shutdown = s.shutdown.subscribe();
             loop {
                 let mut rx = s.changed.subscribe();
@@ -659,6 +671,34 @@ pub async fn changes(
             ApiError::bad_request("feed must be normal, longpoll or sse").with_detail(json!(other)),
         ),
     }
+}
+
+/// The `limit` of a changes request (400 unless 1 to [`CHANGES_MAX`]).
+pub(crate) fn changes_limit(q: &ChangesQuery) -> Result<usize, ApiError> {
+    let limit = q.limit.unwrap_or(CHANGES_MAX);
+    if limit == 0 || limit > CHANGES_MAX {
+        return Err(ApiError::bad_request("limit must be 1 to 1000").with_detail(json!(limit)));
+    }
+    Ok(limit)
+}
+
+/// How long a long poll waits: its `timeout`, 25 s by default, at most 80% of the request
+/// timeout (so the answer leaves before the request is cut off).
+pub(crate) fn longpoll_wait(q: &ChangesQuery, request_timeout: Duration) -> Duration {
+    let wait = q
+        .timeout
+        .map_or(Duration::from_secs(25), Duration::from_millis);
+    wait.min(request_timeout.mul_f64(0.8))
+}
+
+/// A body of JSON lines (changes).
+pub(crate) fn ndjson(body: Vec<u8>) -> Response {
+    let mut r = Response::new(Body::from(body));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-ndjson"),
+    );
+    r
 }
 
 /// What an SSE stream follows: a collection's feed after `since`, `limit` records a read.

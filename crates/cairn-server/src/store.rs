@@ -218,8 +218,9 @@ pub struct Written {
     pub created: bool,
 }
 
-/// Conditions of a write.
-#[derive(Debug, Clone, Default)]
+/// Conditions of a write. Part of the replicated log's encoding (`cairn serve --cluster`,
+/// module `cluster`): fields are only ever added at the end.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Preconditions {
     /// `If-Match`.
     pub if_match: Option<Condition>,
@@ -269,7 +270,9 @@ fn current_version(
 }
 
 /// Writes one document (inside a write transaction) through cairn-doc: its index entries
-/// and feed record in the same transaction. `doc` is the validated JSON text.
+/// and feed record in the same transaction. `doc` is the validated JSON text. `at_ms`
+/// stamps the feed record and cuts the feed's age trimming: the single-node routes pass
+/// their clock (`cairn_doc::now_ms`), a replica its leader's (module `cluster`).
 pub fn put(
     txn: &mut RwTxn<'_>,
     colls: &Colls,
@@ -277,6 +280,7 @@ pub fn put(
     id: &str,
     doc: &[u8],
     pre: &Preconditions,
+    at_ms: u64,
 ) -> Result<Written, ApiError> {
     let existing = open_existing(txn, coll)?;
     let current = current_version(txn, existing, id)?;
@@ -284,7 +288,8 @@ pub fn put(
     let value: Value = serde_json::from_slice(doc)
         .map_err(|e| ApiError::bad_request("malformed JSON").with_detail(json!(e.to_string())))?;
     let c = colls.for_write(txn, coll)?;
-    c.put_text(txn, id, &value, doc, None).map_err(doc_error)?;
+    c.put_text_at(txn, id, &value, Some(doc), None, at_ms)
+        .map_err(doc_error)?;
     let version = c.last_seq(&*txn).map_err(doc_error)?;
     Ok(Written {
         version,
@@ -292,13 +297,15 @@ pub fn put(
     })
 }
 
-/// Deletes one document (inside a write transaction); 404 if it or its collection is missing.
+/// Deletes one document (inside a write transaction); 404 if it or its collection is
+/// missing. `at_ms` as for [`put`].
 pub fn delete(
     txn: &mut RwTxn<'_>,
     colls: &Colls,
     coll: &str,
     id: &str,
     pre: &Preconditions,
+    at_ms: u64,
 ) -> Result<u64, ApiError> {
     let Some(db) = open_existing(txn, coll)? else {
         return Err(ApiError::not_found("no such collection"));
@@ -309,13 +316,15 @@ pub fn delete(
         return Err(ApiError::not_found("no such document"));
     };
     let c = colls.for_write(txn, coll)?;
-    c.delete(txn, id).map_err(doc_error)?;
+    c.delete_at(txn, id, at_ms).map_err(doc_error)?;
     Ok(v)
 }
 
 /// Runs a bulk request's items in one transaction; one JSON result per item, in order. An
 /// item's failure (a bad id, a failed condition) is its result and changes nothing; the
 /// others are written. Engine errors (disk full, ...) fail the whole request.
+/// `at_ms` as for [`put`]. Items without an id get one from `ids`; a replica is only ever
+/// given items with ids (the leader drew them), so it never draws one.
 pub fn bulk(
     txn: &mut RwTxn<'_>,
     colls: &Colls,
@@ -323,6 +332,7 @@ pub fn bulk(
     coll: &str,
     items: &[BulkItem],
     max_id: usize,
+    at_ms: u64,
 ) -> Result<Vec<Value>, ApiError> {
     let mut out = Vec::with_capacity(items.len());
     for item in items {
@@ -333,9 +343,9 @@ pub fn bulk(
         };
         let r = decode::id(&id, max_id).and_then(|()| match (item.op, &item.doc) {
             (BulkOp::Delete, _) => {
-                delete(txn, colls, coll, &id, &pre).map(|_| (StatusCode::OK, None))
+                delete(txn, colls, coll, &id, &pre, at_ms).map(|_| (StatusCode::OK, None))
             }
-            (_, Some(doc)) => put(txn, colls, coll, &id, doc, &pre).map(|w| {
+            (_, Some(doc)) => put(txn, colls, coll, &id, doc, &pre, at_ms).map(|w| {
                 let st = if w.created {
                     StatusCode::CREATED
                 } else {
@@ -477,10 +487,20 @@ pub fn index_query(q: &ListQuery) -> Result<cairn_doc::Query, ApiError> {
 /// Runs an index query: `{"items": [{"id", "version", "doc"}...], "next": token}` in index
 /// order, like a listing; each `doc` is the stored text, written out as it is (no parse).
 pub fn query(h: &cairn_doc::Handle, path: &str, q: &cairn_doc::Query) -> Result<Vec<u8>, ApiError> {
+    query_in(h.collection(), &h.env().read_txn()?, path, q)
+}
+
+/// [`query`] on a collection opened by the caller, in its read transaction.
+pub fn query_in(
+    c: &Collection,
+    txn: &cairn::RoTxn<'_>,
+    path: &str,
+    q: &cairn_doc::Query,
+) -> Result<Vec<u8>, ApiError> {
     let mut body = b"{\"items\":[".to_vec();
     let mut first = true;
-    let next = h
-        .query_path_text(path, q, |d| {
+    let next = c
+        .query_path_text(txn, path, q, |d| {
             if !first {
                 body.push(b',');
             }
