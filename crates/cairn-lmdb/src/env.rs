@@ -1,5 +1,12 @@
 //! Opening an LMDB environment: its files, both meta pages, the newest valid one, and page
 //! reads bounded by the snapshot's last page and the file's length.
+//!
+//! Reads go through a small cache of aligned extents ([`CHUNK`] bytes, [`CHUNKS`] of them):
+//! a walk in key order over a tree written by appends reads its leaves in file order, so one
+//! `pread` serves many pages instead of one call per page. Memory: CHUNKS * CHUNK bytes per
+//! environment, whatever the file. A read the cache cannot serve (an overflow value across
+//! extents) is a `pread` of its own. What a chunk holds is what the file held when it was
+//! read: the checks of every page read are the same either way.
 
 use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, Meta, MetaProblem, PAGE_HEADER};
@@ -7,6 +14,20 @@ use crate::walk::{Pairs, Seen, Walk};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Bytes of one cached extent of the data file (a multiple of every LMDB page size).
+pub const CHUNK: usize = 256 << 10;
+/// Extents cached at most (least recently used replaced): the leaf level's and the branch
+/// levels' pages usually lie in different ones.
+const CHUNKS: usize = 4;
+
+/// The cached extents: (extent number, bytes read, last use) and their buffers.
+#[derive(Debug, Default)]
+struct Cache {
+    slots: Vec<(u64, usize, u64, Vec<u8>)>,
+    clock: u64,
+}
 
 /// The data and lock files of the environment at `path`: `DIR/data.mdb` and `DIR/lock.mdb`,
 /// or with `no_subdir` (LMDB's MDB_NOSUBDIR) `PATH` and `PATH-lock`. `None`: a regular file
@@ -70,6 +91,7 @@ pub struct LmdbEnv {
     meta: Meta,
     metas: [std::result::Result<Meta, MetaProblem>; 2],
     npages: u64,
+    cache: Mutex<Cache>,
 }
 
 impl LmdbEnv {
@@ -222,6 +244,7 @@ impl LmdbEnv {
             npages: meta.last_pgno + 1,
             meta,
             metas,
+            cache: Mutex::new(Cache::default()),
         })
     }
 
@@ -315,27 +338,38 @@ impl LmdbEnv {
             }
             let buf = walk.leaf_bytes();
             let (ks, ke) = node.key;
-            let name = buf[ks..ke].to_vec();
-            if node.data_size as usize != format::DB_RECORD
-                || node.data_start + format::DB_RECORD > buf.len()
-            {
-                return Err(Error::corrupt(
-                    page,
-                    format!(
-                        "database record of {} bytes for {:?}",
-                        node.data_size,
-                        String::from_utf8_lossy(&name)
-                    ),
-                ));
-            }
-            let record = DbRecord::decode(&buf[node.data_start..]).expect("48 bytes");
-            let label = String::from_utf8_lossy(&name).into_owned();
-            format::check_db_flags(record.flags)
-                .and_then(|()| format::check_record_shape(&record, self.meta.last_pgno))
-                .map_err(|w| Error::corrupt(page, format!("named database {label:?}: {w}")))?;
-            out.push(NamedDb { name, record });
+            let end = (node.data_start + node.data_size as usize).min(buf.len());
+            let data = buf.get(node.data_start..end).unwrap_or(&[]);
+            let record = self.named_record(page, &buf[ks..ke], node.data_size as usize, data)?;
+            out.push(NamedDb {
+                name: buf[ks..ke].to_vec(),
+                record,
+            });
         }
         Ok(out)
+    }
+
+    /// A named database's record `data` (of `size` bytes by its node) under `name`, found on
+    /// page `page`, decoded and checked (size, flags, root, depth).
+    pub(crate) fn named_record(
+        &self,
+        page: u64,
+        name: &[u8],
+        size: usize,
+        data: &[u8],
+    ) -> Result<DbRecord> {
+        let label = || String::from_utf8_lossy(name).into_owned();
+        if size != format::DB_RECORD || data.len() < format::DB_RECORD {
+            return Err(Error::corrupt(
+                page,
+                format!("database record of {size} bytes for {:?}", label()),
+            ));
+        }
+        let record = DbRecord::decode(data).expect("48 bytes");
+        format::check_db_flags(record.flags)
+            .and_then(|()| format::check_record_shape(&record, self.meta.last_pgno))
+            .map_err(|w| Error::corrupt(page, format!("named database {:?}: {w}", label())))?;
+        Ok(record)
     }
 
     /// The named database called `name`, if there is one.
@@ -369,13 +403,65 @@ impl LmdbEnv {
                 ),
             ));
         }
-        self.file
-            .read_exact_at(buf, off)
-            .map_err(|source| Error::Io {
-                what: format!("reading page {pgno} of {}", self.data_path.display()),
-                source,
-            })
+        let io = |source| Error::Io {
+            what: format!("reading page {pgno} of {}", self.data_path.display()),
+            source,
+        };
+        let ext = off / CHUNK as u64;
+        let at = (off % CHUNK as u64) as usize;
+        if at + buf.len() > CHUNK {
+            return self.file.read_exact_at(buf, off).map_err(io);
+        }
+        // A poisoned lock only means another thread panicked mid-read: the cache is then
+        // dropped and refilled.
+        let mut c = self.cache.lock().unwrap_or_else(|p| {
+            let mut g = p.into_inner();
+            g.slots.clear();
+            g
+        });
+        c.clock += 1;
+        let now = c.clock;
+        let slot = match c.slots.iter().position(|s| s.0 == ext) {
+            Some(i) => i,
+            None => {
+                let i = if c.slots.len() < CHUNKS {
+                    c.slots.push((u64::MAX, 0, 0, vec![0u8; CHUNK]));
+                    c.slots.len() - 1
+                } else {
+                    (0..CHUNKS).min_by_key(|&i| c.slots[i].2).unwrap_or(0)
+                };
+                let s = &mut c.slots[i];
+                s.0 = u64::MAX;
+                let want = (self.file_len - ext * CHUNK as u64).min(CHUNK as u64) as usize;
+                s.1 = read_upto(&self.file, &mut s.3[..want], ext * CHUNK as u64).map_err(io)?;
+                s.0 = ext;
+                i
+            }
+        };
+        let s = &mut c.slots[slot];
+        s.2 = now;
+        if at + buf.len() > s.1 {
+            // The file shrank since it was opened.
+            return Err(io(std::io::ErrorKind::UnexpectedEof.into()));
+        }
+        buf.copy_from_slice(&s.3[at..at + buf.len()]);
+        Ok(())
     }
+}
+
+/// Reads into `buf` from `off` until it is full or the file ends; the bytes read. Bounded:
+/// every call reads at least one byte or ends the loop.
+fn read_upto(file: &File, buf: &mut [u8], off: u64) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read_at(&mut buf[n..], off + n as u64) {
+            Ok(0) => break,
+            Ok(r) => n += r,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
 }
 
 fn describe(m: &std::result::Result<Meta, MetaProblem>) -> String {

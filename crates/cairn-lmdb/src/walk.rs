@@ -362,6 +362,8 @@ pub struct Pairs<'e> {
     dup_order: Order,
     failed: bool,
     done: bool,
+    /// The pair last returned is a named database's record.
+    named: bool,
     /// Pages of duplicate sub-trees, by kind.
     pub sub_counts: PageCounts,
     overflow_pages: u64,
@@ -386,6 +388,7 @@ impl<'e> Pairs<'e> {
             dup_order: Order::dups(rec.flags),
             failed: false,
             done: false,
+            named: false,
             sub_counts: PageCounts::default(),
             overflow_pages: 0,
         }
@@ -409,10 +412,48 @@ impl<'e> Pairs<'e> {
         }
     }
 
+    /// Whether the pair [`Self::next`] returned last is a named database's record (the main
+    /// database's pairs only).
+    pub fn is_named_db(&self) -> bool {
+        self.named
+    }
+
+    /// The pair [`Self::next`] returned last as a named database, its record checked as
+    /// [`LmdbEnv::named_dbs`] checks it; None when it is not one.
+    pub fn named_db(&self) -> Option<Result<crate::NamedDb>> {
+        if !self.named || self.dup_active() {
+            return None;
+        }
+        let (page, _) = self.walk.position();
+        let buf = self.walk.leaf_bytes();
+        let name = &buf[self.key.0..self.key.1];
+        let Val::Leaf(s, e) = self.val else {
+            return None;
+        };
+        Some(
+            self.env
+                .named_record(page, name, e - s, &buf[s..e])
+                .map(|record| crate::NamedDb {
+                    name: name.to_vec(),
+                    record,
+                }),
+        )
+    }
+
+    fn dup_active(&self) -> bool {
+        !matches!(self.dup, Dup::None)
+    }
+
     /// The next pair, or None at the end. After an error the walk is over (every later call
     /// returns None).
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<(&[u8], &[u8])>> {
+        Ok(self.next_entry()?.map(|(k, v, _)| (k, v)))
+    }
+
+    /// As [`Self::next`], with whether the pair is a named database's record (see
+    /// [`Self::is_named_db`]).
+    pub fn next_entry(&mut self) -> Result<Option<(&[u8], &[u8], bool)>> {
         if self.failed || self.done {
             return Ok(None);
         }
@@ -436,10 +477,11 @@ impl<'e> Pairs<'e> {
                 _ => &[],
             },
         };
-        Ok(Some((kb, vb)))
+        Ok(Some((kb, vb, self.named)))
     }
 
     fn advance(&mut self) -> Result<bool> {
+        self.named = false;
         if self.next_dup()? {
             self.count += 1;
             return Ok(true);
@@ -494,6 +536,7 @@ impl<'e> Pairs<'e> {
                 }
                 let (s, e) = inline("database record")?;
                 self.val = Val::Leaf(s, e);
+                self.named = true;
             }
             F_BIGDATA => {
                 self.read_overflow(pgno, node)?;
