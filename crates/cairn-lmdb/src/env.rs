@@ -3,10 +3,13 @@
 //!
 //! Reads go through a small cache of aligned extents ([`CHUNK`] bytes, [`CHUNKS`] of them):
 //! a walk in key order over a tree written by appends reads its leaves in file order, so one
-//! `pread` serves many pages instead of one call per page. Memory: CHUNKS * CHUNK bytes per
-//! environment, whatever the file. A read the cache cannot serve (an overflow value across
-//! extents) is a `pread` of its own. What a chunk holds is what the file held when it was
-//! read: the checks of every page read are the same either way.
+//! `pread` serves many pages instead of one call per page, and a walk's levels hold their page
+//! as a shared view of its extent ([`PageRef`]) rather than a copy. Memory: CHUNKS extents,
+//! plus one per tree level a walk holds while its extent was replaced (a level holds one page,
+//! so at most the depth limit's), each at most CHUNK bytes and never past the file's end. A
+//! read the cache cannot serve (an overflow value across extents) is a `pread` of its own.
+//! What an extent holds is what the file held when it was read: the checks of every page
+//! read are the same either way.
 
 use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, Meta, MetaProblem, PAGE_HEADER};
@@ -14,19 +17,35 @@ use crate::walk::{Pairs, Seen, Walk};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Bytes of one cached extent of the data file (a multiple of every LMDB page size).
-pub const CHUNK: usize = 256 << 10;
+pub const CHUNK: usize = 128 << 10;
 /// Extents cached at most (least recently used replaced): the leaf level's and the branch
 /// levels' pages usually lie in different ones.
 const CHUNKS: usize = 4;
 
-/// The cached extents: (extent number, bytes read, last use) and their buffers.
+/// The cached extents: (extent number, last use) and their bytes (as much as the file held).
 #[derive(Debug, Default)]
 struct Cache {
-    slots: Vec<(u64, usize, u64, Vec<u8>)>,
+    slots: Vec<(u64, u64, Arc<Vec<u8>>)>,
     clock: u64,
+}
+
+/// A page (or any range) of the data file, read through the extent cache: a view of its
+/// extent, shared with the cache.
+#[derive(Clone, Debug)]
+pub(crate) struct PageRef {
+    ext: Arc<Vec<u8>>,
+    at: usize,
+    len: usize,
+}
+
+impl std::ops::Deref for PageRef {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.ext[self.at..self.at + self.len]
+    }
 }
 
 /// The data and lock files of the environment at `path`: `DIR/data.mdb` and `DIR/lock.mdb`,
@@ -407,11 +426,37 @@ impl LmdbEnv {
             what: format!("reading page {pgno} of {}", self.data_path.display()),
             source,
         };
-        let ext = off / CHUNK as u64;
-        let at = (off % CHUNK as u64) as usize;
-        if at + buf.len() > CHUNK {
+        if (off % CHUNK as u64) as usize + buf.len() > CHUNK {
             return self.file.read_exact_at(buf, off).map_err(io);
         }
+        let r = self.cached(pgno, off, buf.len())?;
+        buf.copy_from_slice(&r);
+        Ok(())
+    }
+
+    /// Page `pgno` (checked against the snapshot by the caller), read through the cache.
+    pub(crate) fn page(&self, pgno: u64) -> Result<PageRef> {
+        let off = pgno * self.page_size as u64;
+        if off + self.page_size as u64 > self.file_len {
+            return Err(Error::corrupt(
+                pgno,
+                format!(
+                    "{} bytes at offset {off} run past the end of the file ({} bytes)",
+                    self.page_size, self.file_len
+                ),
+            ));
+        }
+        self.cached(pgno, off, self.page_size)
+    }
+
+    /// `len` bytes at `off` (inside one extent, inside the file as opened) through the cache.
+    fn cached(&self, pgno: u64, off: u64, len: usize) -> Result<PageRef> {
+        let io = |source| Error::Io {
+            what: format!("reading page {pgno} of {}", self.data_path.display()),
+            source,
+        };
+        let ext = off / CHUNK as u64;
+        let at = (off % CHUNK as u64) as usize;
         // A poisoned lock only means another thread panicked mid-read: the cache is then
         // dropped and refilled.
         let mut c = self.cache.lock().unwrap_or_else(|p| {
@@ -425,27 +470,37 @@ impl LmdbEnv {
             Some(i) => i,
             None => {
                 let i = if c.slots.len() < CHUNKS {
-                    c.slots.push((u64::MAX, 0, 0, vec![0u8; CHUNK]));
+                    c.slots.push((u64::MAX, 0, Arc::new(Vec::new())));
                     c.slots.len() - 1
                 } else {
-                    (0..CHUNKS).min_by_key(|&i| c.slots[i].2).unwrap_or(0)
+                    (0..CHUNKS).min_by_key(|&i| c.slots[i].1).unwrap_or(0)
                 };
                 let s = &mut c.slots[i];
                 s.0 = u64::MAX;
                 let want = (self.file_len - ext * CHUNK as u64).min(CHUNK as u64) as usize;
-                s.1 = read_upto(&self.file, &mut s.3[..want], ext * CHUNK as u64).map_err(io)?;
+                // The old bytes are reused unless a walk still holds a page of them.
+                if Arc::get_mut(&mut s.2).is_none() {
+                    s.2 = Arc::new(Vec::new());
+                }
+                let v = Arc::get_mut(&mut s.2).expect("not shared");
+                v.resize(want, 0);
+                let got = read_upto(&self.file, v, ext * CHUNK as u64).map_err(io)?;
+                v.truncate(got);
                 s.0 = ext;
                 i
             }
         };
         let s = &mut c.slots[slot];
-        s.2 = now;
-        if at + buf.len() > s.1 {
+        s.1 = now;
+        if at + len > s.2.len() {
             // The file shrank since it was opened.
             return Err(io(std::io::ErrorKind::UnexpectedEof.into()));
         }
-        buf.copy_from_slice(&s.3[at..at + buf.len()]);
-        Ok(())
+        Ok(PageRef {
+            ext: Arc::clone(&s.2),
+            at,
+            len,
+        })
     }
 }
 

@@ -8,7 +8,7 @@
 //! level of the tree and of a duplicate sub-tree, the current key and value, and one bit per
 //! page of the file for the visited set.
 
-use crate::env::LmdbEnv;
+use crate::env::{LmdbEnv, PageRef};
 use crate::error::{Error, Result};
 use crate::format::{
     self, DbRecord, Node, Slotted, F_BIGDATA, F_DUPDATA, F_SUBDATA, NO_PAGE, PAGE_HEADER, P_BRANCH,
@@ -66,7 +66,7 @@ impl Seen {
 
 #[derive(Debug)]
 struct Level {
-    buf: Vec<u8>,
+    buf: PageRef,
     pgno: u64,
     idx: usize,
     s: Slotted,
@@ -91,7 +91,6 @@ pub struct Walk {
     depth: u16,
     leaf2: bool,
     stack: Vec<Level>,
-    spare: Vec<Vec<u8>>,
     started: bool,
     /// Pages of this tree, by kind.
     pub counts: PageCounts,
@@ -105,7 +104,6 @@ impl Walk {
             depth: rec.depth,
             leaf2,
             stack: Vec::new(),
-            spare: Vec::new(),
             started: false,
             counts: PageCounts::default(),
         }
@@ -129,8 +127,7 @@ impl Walk {
                 return Ok(false);
             };
             if top.idx >= top.s.count {
-                let l = self.stack.pop().expect("non-empty");
-                self.spare.push(l.buf);
+                self.stack.pop();
                 if let Some(t) = self.stack.last_mut() {
                     t.idx += 1;
                 }
@@ -179,9 +176,7 @@ impl Walk {
                 format!("{via}, which was visited already (a cycle, or a page in two trees)"),
             ));
         }
-        let mut buf = self.spare.pop().unwrap_or_default();
-        buf.resize(env.page_size(), 0);
-        env.read_at(pgno, 0, &mut buf)?;
+        let buf = env.page(pgno)?;
         let s = format::slotted(&buf).map_err(|w| Error::corrupt(pgno, w))?;
         if s.hdr.pgno != pgno {
             return Err(Error::corrupt(

@@ -9,7 +9,8 @@
 //!   below the file's page count belongs to exactly one tree (nothing is free), and a page
 //!   refers only to pages completed before it (children, overflow runs, sub-trees). The root
 //!   of the main database is the last page.
-//! - Every page is sealed (number, writer, checksum) when it is completed and goes to the file
+//! - Every page is sealed (number, writer, checksum) on its way to the file (by the writer
+//!   thread, or here for a run too large for one buffer) and goes to the file
 //!   through aligned buffers of [`FLUSH_AT`] bytes handed to a writer thread (`out.rs`:
 //!   O_DIRECT where the filesystem takes it); values too large for one buffer go through
 //!   several. Memory: one page per tree level of each open tree (the database's and, while a
@@ -73,10 +74,10 @@ impl Sink {
         self.recent.push_back(pg);
     }
 
-    /// Seals `page` (one page) as the next page and queues it; returns its number.
+    /// Queues `page` (one page) as the next page, to be sealed by the writer; returns its
+    /// number.
     pub(crate) fn page(&mut self, page: &mut [u8]) -> Result<u64> {
         let pg = self.next;
-        format::seal_page(page, pg, BULK_TXNID);
         if !self.buf.extend_from_slice(page) {
             return Err(Error::internal("a page past the bulk buffer"));
         }
@@ -105,7 +106,6 @@ impl Sink {
             let run = &mut self.buf.as_mut()[at..];
             format::init_overflow(run, span32);
             format::overflow_value_mut(run)[..value.len()].copy_from_slice(value);
-            format::seal_page(run, pg, BULK_TXNID);
             self.next += span;
             self.note(pg);
             if self.buf.len() >= FLUSH_AT {
@@ -137,7 +137,7 @@ impl Sink {
                 if v0 < v1 {
                     dst[v0 - done..v1 - done].copy_from_slice(&value[v0 - h_end..v1 - h_end]);
                 }
-                self.out.write(off, b)?;
+                self.out.write(off, false, b)?;
                 done += n;
                 off += n as u64;
             }
@@ -155,7 +155,7 @@ impl Sink {
         }
         let fresh = self.out.buffer()?;
         let full = std::mem::replace(&mut self.buf, fresh);
-        self.out.write(self.buf_at * self.ps as u64, full)?;
+        self.out.write(self.buf_at * self.ps as u64, true, full)?;
         self.buf_at = self.next;
         Ok(())
     }
@@ -195,7 +195,7 @@ impl BulkWriter {
         if !format::valid_page_size(page_size) {
             return Err(Error::Invalid(format!("page size {page_size}")));
         }
-        let mut out = Out::create(path, 2 * FLUSH_AT)?;
+        let mut out = Out::create(path, 2 * FLUSH_AT, page_size)?;
         let buf = out.buffer()?;
         Ok(BulkWriter {
             sink: Sink {

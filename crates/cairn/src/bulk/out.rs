@@ -10,6 +10,12 @@
 //!   buffered one, in 16 KiB calls (`os::pwritev_all`) with a write-back hint every 32 MiB.
 //! - At most [`BUFFERS`] buffers exist: the builder waits for the writer to hand one back
 //!   (memory stays bounded whatever the disk's speed).
+//! - Pages come unfinished unless the hand-over says otherwise: the writer sets each branch
+//!   and leaf page's prefix and hints (`format/fill.rs`: the builder fills pages by appends
+//!   and leaves those for last), stamps each page (or overflow run, its span read from its
+//!   header) with its number, from the buffer's offset, and the bulk writer's txnid, and
+//!   seals it with its checksum before writing it: that work costs the writer's core, not the
+//!   builder's. Nothing reads a page's prefix, hints, number or checksum before that.
 //! - The writer writes buffers in the order they were queued and stops at its first error;
 //!   the builder sees that error at its next hand-over or at [`Out::finish`], and nothing is
 //!   written after it. Durability comes from the one fdatasync of [`Out::finish`] alone (an
@@ -130,7 +136,7 @@ impl Dest {
 
 /// The writer thread and the buffers it shares with the builder.
 pub(crate) struct Out {
-    queue: Option<SyncSender<(u64, AlignedBuf)>>,
+    queue: Option<SyncSender<(u64, bool, AlignedBuf)>>,
     free: Receiver<AlignedBuf>,
     made: usize,
     cap: usize,
@@ -140,7 +146,7 @@ pub(crate) struct Out {
 impl Out {
     /// Creates the file at `path` (which must not exist) and starts its writer; buffers hold
     /// `cap` bytes.
-    pub(crate) fn create(path: &Path, cap: usize) -> Result<Out> {
+    pub(crate) fn create(path: &Path, cap: usize, ps: usize) -> Result<Out> {
         let open = |direct: bool| {
             let mut o = std::fs::OpenOptions::new();
             o.read(true).write(true).create_new(true);
@@ -166,13 +172,16 @@ impl Out {
             unhinted: 0,
             hinted_to: 0,
         };
-        let (queue, jobs) = sync_channel::<(u64, AlignedBuf)>(BUFFERS);
+        let (queue, jobs) = sync_channel::<(u64, bool, AlignedBuf)>(BUFFERS);
         let (give_back, free) = sync_channel::<AlignedBuf>(BUFFERS);
         let thread = std::thread::Builder::new()
             .name("cairn-bulk-writer".into())
             .spawn(move || {
                 // Bounded by the buffers the builder queues; ends when it drops the queue.
-                for (off, mut b) in jobs {
+                for (off, seal, mut b) in jobs {
+                    if seal {
+                        seal_pages(b.as_mut(), off / ps as u64, ps)?;
+                    }
                     dest.write_at(off, b.as_slice())?;
                     b.clear();
                     // The builder may have stopped taking buffers back: not an error here.
@@ -203,9 +212,10 @@ impl Out {
         }
     }
 
-    /// Queues `b` to be written at byte offset `off`.
-    pub(crate) fn write(&mut self, off: u64, b: AlignedBuf) -> Result<()> {
-        let sent = self.queue.as_ref().map(|q| q.send((off, b)));
+    /// Queues `b` to be written at byte offset `off`; `seal`: its pages are to be stamped and
+    /// sealed first (see the module's documentation).
+    pub(crate) fn write(&mut self, off: u64, seal: bool, b: AlignedBuf) -> Result<()> {
+        let sent = self.queue.as_ref().map(|q| q.send((off, seal, b)));
         match sent {
             Some(Ok(())) => Ok(()),
             _ => Err(self.stopped()),
@@ -237,6 +247,35 @@ impl Out {
             .map_err(|e| Error::io("writing the bulk-built file's commit record", e))?;
         crate::os::datasync(&dest.file).map_err(|e| Error::io("flushing the bulk-built file", e))
     }
+}
+
+/// Finishes, stamps and seals the pages of `b`, the first of which is page `first`: page by page, an
+/// overflow run whole (its span from its header). Bounded: each step covers at least a page.
+fn seal_pages(b: &mut [u8], first: u64, ps: usize) -> io::Result<()> {
+    let (mut at, mut pg) = (0usize, first);
+    while at < b.len() {
+        let (kind, span) = crate::format::page_id(&b[at..])
+            .map(|id| (id.kind, id.span))
+            .unwrap_or((0, 0));
+        let len = usize::try_from(span)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(ps);
+        if span == 0 || len > b.len() - at {
+            return Err(io::Error::other(format!(
+                "bulk build: page {pg} spans {span} pages past its buffer"
+            )));
+        }
+        let page = &mut b[at..at + len];
+        if kind == crate::format::KIND_LEAF || kind == crate::format::KIND_BRANCH {
+            crate::format::PageMut::new(page)
+                .refresh_prefix()
+                .map_err(|e| io::Error::other(format!("bulk build: page {pg}: {e}")))?;
+        }
+        crate::format::seal_page(page, pg, super::BULK_TXNID);
+        at += len;
+        pg += span;
+    }
+    Ok(())
 }
 
 impl Drop for Out {
@@ -271,11 +310,11 @@ mod tests {
     fn written_in_order_then_flushed() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
-        let mut out = Out::create(&path, 8192).unwrap();
+        let mut out = Out::create(&path, 8192, 4096).unwrap();
         for i in 1..20u8 {
             let mut b = out.buffer().unwrap();
             b.extend_from_slice(&[i; 8192]);
-            out.write(u64::from(i) * 8192, b).unwrap();
+            out.write(u64::from(i) * 8192, false, b).unwrap();
         }
         out.finish(&[9u8; 8192]).unwrap();
         let all = std::fs::read(&path).unwrap();
@@ -290,16 +329,16 @@ mod tests {
     fn a_write_error_reaches_the_builder() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
-        let mut out = Out::create(&path, 4096).unwrap();
+        let mut out = Out::create(&path, 4096, 4096).unwrap();
         // An offset no file can reach: the writer fails, the next hand-over reports it.
         let mut b = out.buffer().unwrap();
         b.extend_from_slice(&[1u8; 4096]);
-        out.write(u64::MAX - 4095, b).unwrap();
+        out.write(u64::MAX - 4095, false, b).unwrap();
         let mut err = None;
         for _ in 0..2 * BUFFERS {
             let r = out.buffer().and_then(|mut b| {
                 b.extend_from_slice(&[2u8; 4096]);
-                out.write(4096, b)
+                out.write(4096, false, b)
             });
             if let Err(e) = r {
                 err = Some(e);
