@@ -337,6 +337,10 @@ enum Dup {
     },
 }
 
+/// A pair as [`Pairs::next_entry`] gives it: key, value, whether it is a named database's
+/// record.
+pub type Entry<'p> = (&'p [u8], &'p [u8], bool);
+
 /// A database's pairs in order (see [`LmdbEnv::pairs`]). A lending iterator: each pair
 /// borrows the walk until the next call.
 #[derive(Debug)]
@@ -448,7 +452,7 @@ impl<'e> Pairs<'e> {
 
     /// As [`Self::next`], with whether the pair is a named database's record (see
     /// [`Self::is_named_db`]).
-    pub fn next_entry(&mut self) -> Result<Option<(&[u8], &[u8], bool)>> {
+    pub fn next_entry(&mut self) -> Result<Option<Entry<'_>>> {
         if self.failed || self.done {
             return Ok(None);
         }
