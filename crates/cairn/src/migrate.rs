@@ -6,7 +6,7 @@
 //!    while it has the environment open) and kept to the end, so an LMDB process that opens the
 //!    environment meanwhile waits, then finds Cairn's file and fails with MDB_INVALID.
 //! 2. LMDB's newest snapshot is read (crate `cairn-lmdb`, on a thread of its own:
-//!    `migrate_feed.rs`) and every database is written, same names, flags and page size, into
+//!    `migrate/feed.rs`) and every database is written, same names, flags and page size, into
 //!    `DATA.cairn-migrate` beside LMDB's data file by the bulk builder (`crate::bulk`: leaves
 //!    packed in LMDB's order, branch levels bottom-up, no write transaction). The main
 //!    database is read once: a named database met there is loaded whole at that point and its
@@ -24,7 +24,6 @@
 //!    is removed (Cairn makes its own at the next open). Leftovers of a killed run (the staging
 //!    file, a backup link to the same data file) are removed by the next run.
 
-#[path = "migrate_feed.rs"]
 mod feed;
 
 use crate::bulk::{BulkWriter, DbLoad};
@@ -310,7 +309,7 @@ struct Named {
 }
 
 /// Writes every database into the new file with the bulk builder, from the batches LMDB's
-/// reader thread sends (`migrate_feed.rs`): the main database's pairs, each named database
+/// reader thread sends (`migrate/feed.rs`): the main database's pairs, each named database
 /// whole at its name's place, its record then placed under its name. Returns the databases
 /// (the main one first, then the named ones in LMDB's order) and each one's counts.
 fn copy_all(
