@@ -44,7 +44,7 @@ row() { # label, then the command
   set -- $(cat "$OUT/time")
   printf '| %s | %s | %s | %s |\n' "$label" "$1" "$(( $2 / 1024 ))" "$(( peak / 1024 ))"
 }
-echo "LMDB environment: $N records, data.mdb $SIZE; $(nproc) cores"
+echo "LMDB environment: $N records, data.mdb $SIZE; $(nproc) cores; $(uptime | sed 's/.*load/load/') at the start"
 echo
 echo '| way | seconds | peak RSS (MiB) | peak anonymous (MiB) |'
 echo '|---|---|---|---|'
@@ -57,3 +57,5 @@ row "mdb_copy -c" mdb_copy -c "$SRC/env" "$OUT/c"
 rm -rf "$OUT/c"; mkdir "$OUT/c"; sync
 row "mdb_copy -c, then sync" sh -c "mdb_copy -c '$SRC/env' '$OUT/c' && sync '$OUT/c/data.mdb'"
 rm -rf "$OUT/m" "$OUT/l" "$OUT/c" "$OUT/time"
+echo
+echo "$(uptime | sed 's/.*load/load/') at the end"

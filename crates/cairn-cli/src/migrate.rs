@@ -68,13 +68,19 @@ pub fn run(a: &MigrateArgs, path: EnvPath, out: &mut dyn Write) -> CliResult {
         backup: !a.no_backup,
         no_subdir,
     };
-    let mut total = 0;
+    let (mut total, mut copied) = (0, 0);
     let report = migrate_lmdb(&path.path, opts, &mut |phase, n| match phase {
         Phase::Total => {
+            // Again, larger, for each named database the copy meets: the bar keeps its place.
             total = n;
+            bar.finish();
             bar = Progress::bar(show, n, "migrating", false);
+            bar.set(copied);
         }
-        Phase::Copied => bar.inc(n),
+        Phase::Copied => {
+            copied += n;
+            bar.inc(n)
+        }
         Phase::Verified => {
             if !verifying {
                 verifying = true;

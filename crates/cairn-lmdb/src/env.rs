@@ -1,5 +1,15 @@
 //! Opening an LMDB environment: its files, both meta pages, the newest valid one, and page
 //! reads bounded by the snapshot's last page and the file's length.
+//!
+//! Reads go through a small cache of aligned extents ([`CHUNK`] bytes, [`CHUNKS`] of them):
+//! a walk in key order over a tree written by appends reads its leaves in file order, so one
+//! `pread` serves many pages instead of one call per page, and a walk's levels hold their page
+//! as a shared view of its extent ([`PageRef`]) rather than a copy. Memory: CHUNKS extents,
+//! plus one per tree level a walk holds while its extent was replaced (a level holds one page,
+//! so at most the depth limit's), each at most CHUNK bytes and never past the file's end. A
+//! read the cache cannot serve (an overflow value across extents) is a `pread` of its own.
+//! What an extent holds is what the file held when it was read: the checks of every page
+//! read are the same either way.
 
 use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, Meta, MetaProblem, PAGE_HEADER};
@@ -7,6 +17,36 @@ use crate::walk::{Pairs, Seen, Walk};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Bytes of one cached extent of the data file (a multiple of every LMDB page size).
+pub const CHUNK: usize = 128 << 10;
+/// Extents cached at most (least recently used replaced): the leaf level's and the branch
+/// levels' pages usually lie in different ones.
+const CHUNKS: usize = 4;
+
+/// The cached extents: (extent number, last use) and their bytes (as much as the file held).
+#[derive(Debug, Default)]
+struct Cache {
+    slots: Vec<(u64, u64, Arc<Vec<u8>>)>,
+    clock: u64,
+}
+
+/// A page (or any range) of the data file, read through the extent cache: a view of its
+/// extent, shared with the cache.
+#[derive(Clone, Debug)]
+pub(crate) struct PageRef {
+    ext: Arc<Vec<u8>>,
+    at: usize,
+    len: usize,
+}
+
+impl std::ops::Deref for PageRef {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.ext[self.at..self.at + self.len]
+    }
+}
 
 /// The data and lock files of the environment at `path`: `DIR/data.mdb` and `DIR/lock.mdb`,
 /// or with `no_subdir` (LMDB's MDB_NOSUBDIR) `PATH` and `PATH-lock`. `None`: a regular file
@@ -70,6 +110,7 @@ pub struct LmdbEnv {
     meta: Meta,
     metas: [std::result::Result<Meta, MetaProblem>; 2],
     npages: u64,
+    cache: Mutex<Cache>,
 }
 
 impl LmdbEnv {
@@ -222,6 +263,7 @@ impl LmdbEnv {
             npages: meta.last_pgno + 1,
             meta,
             metas,
+            cache: Mutex::new(Cache::default()),
         })
     }
 
@@ -315,27 +357,38 @@ impl LmdbEnv {
             }
             let buf = walk.leaf_bytes();
             let (ks, ke) = node.key;
-            let name = buf[ks..ke].to_vec();
-            if node.data_size as usize != format::DB_RECORD
-                || node.data_start + format::DB_RECORD > buf.len()
-            {
-                return Err(Error::corrupt(
-                    page,
-                    format!(
-                        "database record of {} bytes for {:?}",
-                        node.data_size,
-                        String::from_utf8_lossy(&name)
-                    ),
-                ));
-            }
-            let record = DbRecord::decode(&buf[node.data_start..]).expect("48 bytes");
-            let label = String::from_utf8_lossy(&name).into_owned();
-            format::check_db_flags(record.flags)
-                .and_then(|()| format::check_record_shape(&record, self.meta.last_pgno))
-                .map_err(|w| Error::corrupt(page, format!("named database {label:?}: {w}")))?;
-            out.push(NamedDb { name, record });
+            let end = (node.data_start + node.data_size as usize).min(buf.len());
+            let data = buf.get(node.data_start..end).unwrap_or(&[]);
+            let record = self.named_record(page, &buf[ks..ke], node.data_size as usize, data)?;
+            out.push(NamedDb {
+                name: buf[ks..ke].to_vec(),
+                record,
+            });
         }
         Ok(out)
+    }
+
+    /// A named database's record `data` (of `size` bytes by its node) under `name`, found on
+    /// page `page`, decoded and checked (size, flags, root, depth).
+    pub(crate) fn named_record(
+        &self,
+        page: u64,
+        name: &[u8],
+        size: usize,
+        data: &[u8],
+    ) -> Result<DbRecord> {
+        let label = || String::from_utf8_lossy(name).into_owned();
+        if size != format::DB_RECORD || data.len() < format::DB_RECORD {
+            return Err(Error::corrupt(
+                page,
+                format!("database record of {size} bytes for {:?}", label()),
+            ));
+        }
+        let record = DbRecord::decode(data).expect("48 bytes");
+        format::check_db_flags(record.flags)
+            .and_then(|()| format::check_record_shape(&record, self.meta.last_pgno))
+            .map_err(|w| Error::corrupt(page, format!("named database {:?}: {w}", label())))?;
+        Ok(record)
     }
 
     /// The named database called `name`, if there is one.
@@ -369,13 +422,101 @@ impl LmdbEnv {
                 ),
             ));
         }
-        self.file
-            .read_exact_at(buf, off)
-            .map_err(|source| Error::Io {
-                what: format!("reading page {pgno} of {}", self.data_path.display()),
-                source,
-            })
+        let io = |source| Error::Io {
+            what: format!("reading page {pgno} of {}", self.data_path.display()),
+            source,
+        };
+        if (off % CHUNK as u64) as usize + buf.len() > CHUNK {
+            return self.file.read_exact_at(buf, off).map_err(io);
+        }
+        let r = self.cached(pgno, off, buf.len())?;
+        buf.copy_from_slice(&r);
+        Ok(())
     }
+
+    /// Page `pgno` (checked against the snapshot by the caller), read through the cache.
+    pub(crate) fn page(&self, pgno: u64) -> Result<PageRef> {
+        let off = pgno * self.page_size as u64;
+        if off + self.page_size as u64 > self.file_len {
+            return Err(Error::corrupt(
+                pgno,
+                format!(
+                    "{} bytes at offset {off} run past the end of the file ({} bytes)",
+                    self.page_size, self.file_len
+                ),
+            ));
+        }
+        self.cached(pgno, off, self.page_size)
+    }
+
+    /// `len` bytes at `off` (inside one extent, inside the file as opened) through the cache.
+    fn cached(&self, pgno: u64, off: u64, len: usize) -> Result<PageRef> {
+        let io = |source| Error::Io {
+            what: format!("reading page {pgno} of {}", self.data_path.display()),
+            source,
+        };
+        let ext = off / CHUNK as u64;
+        let at = (off % CHUNK as u64) as usize;
+        // A poisoned lock only means another thread panicked mid-read: the cache is then
+        // dropped and refilled.
+        let mut c = self.cache.lock().unwrap_or_else(|p| {
+            let mut g = p.into_inner();
+            g.slots.clear();
+            g
+        });
+        c.clock += 1;
+        let now = c.clock;
+        let slot = match c.slots.iter().position(|s| s.0 == ext) {
+            Some(i) => i,
+            None => {
+                let i = if c.slots.len() < CHUNKS {
+                    c.slots.push((u64::MAX, 0, Arc::new(Vec::new())));
+                    c.slots.len() - 1
+                } else {
+                    (0..CHUNKS).min_by_key(|&i| c.slots[i].1).unwrap_or(0)
+                };
+                let s = &mut c.slots[i];
+                s.0 = u64::MAX;
+                let want = (self.file_len - ext * CHUNK as u64).min(CHUNK as u64) as usize;
+                // The old bytes are reused unless a walk still holds a page of them.
+                if Arc::get_mut(&mut s.2).is_none() {
+                    s.2 = Arc::new(Vec::new());
+                }
+                let v = Arc::get_mut(&mut s.2).expect("not shared");
+                v.resize(want, 0);
+                let got = read_upto(&self.file, v, ext * CHUNK as u64).map_err(io)?;
+                v.truncate(got);
+                s.0 = ext;
+                i
+            }
+        };
+        let s = &mut c.slots[slot];
+        s.1 = now;
+        if at + len > s.2.len() {
+            // The file shrank since it was opened.
+            return Err(io(std::io::ErrorKind::UnexpectedEof.into()));
+        }
+        Ok(PageRef {
+            ext: Arc::clone(&s.2),
+            at,
+            len,
+        })
+    }
+}
+
+/// Reads into `buf` from `off` until it is full or the file ends; the bytes read. Bounded:
+/// every call reads at least one byte or ends the loop.
+fn read_upto(file: &File, buf: &mut [u8], off: u64) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read_at(&mut buf[n..], off + n as u64) {
+            Ok(0) => break,
+            Ok(r) => n += r,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
 }
 
 fn describe(m: &std::result::Result<Meta, MetaProblem>) -> String {

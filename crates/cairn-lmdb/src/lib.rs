@@ -28,4 +28,4 @@ mod walk;
 pub use env::{files, is_lmdb_file, LmdbEnv, NamedDb};
 pub use error::{Error, Result};
 pub use format::{DbRecord, Meta};
-pub use walk::{Order, PageCounts, Pairs, Seen, Walk};
+pub use walk::{Entry, Order, PageCounts, Pairs, Seen, Walk};

@@ -8,7 +8,7 @@
 //! level of the tree and of a duplicate sub-tree, the current key and value, and one bit per
 //! page of the file for the visited set.
 
-use crate::env::LmdbEnv;
+use crate::env::{LmdbEnv, PageRef};
 use crate::error::{Error, Result};
 use crate::format::{
     self, DbRecord, Node, Slotted, F_BIGDATA, F_DUPDATA, F_SUBDATA, NO_PAGE, PAGE_HEADER, P_BRANCH,
@@ -66,7 +66,7 @@ impl Seen {
 
 #[derive(Debug)]
 struct Level {
-    buf: Vec<u8>,
+    buf: PageRef,
     pgno: u64,
     idx: usize,
     s: Slotted,
@@ -91,7 +91,6 @@ pub struct Walk {
     depth: u16,
     leaf2: bool,
     stack: Vec<Level>,
-    spare: Vec<Vec<u8>>,
     started: bool,
     /// Pages of this tree, by kind.
     pub counts: PageCounts,
@@ -105,7 +104,6 @@ impl Walk {
             depth: rec.depth,
             leaf2,
             stack: Vec::new(),
-            spare: Vec::new(),
             started: false,
             counts: PageCounts::default(),
         }
@@ -129,8 +127,7 @@ impl Walk {
                 return Ok(false);
             };
             if top.idx >= top.s.count {
-                let l = self.stack.pop().expect("non-empty");
-                self.spare.push(l.buf);
+                self.stack.pop();
                 if let Some(t) = self.stack.last_mut() {
                     t.idx += 1;
                 }
@@ -179,9 +176,7 @@ impl Walk {
                 format!("{via}, which was visited already (a cycle, or a page in two trees)"),
             ));
         }
-        let mut buf = self.spare.pop().unwrap_or_default();
-        buf.resize(env.page_size(), 0);
-        env.read_at(pgno, 0, &mut buf)?;
+        let buf = env.page(pgno)?;
         let s = format::slotted(&buf).map_err(|w| Error::corrupt(pgno, w))?;
         if s.hdr.pgno != pgno {
             return Err(Error::corrupt(
@@ -342,6 +337,10 @@ enum Dup {
     },
 }
 
+/// A pair as [`Pairs::next_entry`] gives it: key, value, whether it is a named database's
+/// record.
+pub type Entry<'p> = (&'p [u8], &'p [u8], bool);
+
 /// A database's pairs in order (see [`LmdbEnv::pairs`]). A lending iterator: each pair
 /// borrows the walk until the next call.
 #[derive(Debug)]
@@ -362,6 +361,8 @@ pub struct Pairs<'e> {
     dup_order: Order,
     failed: bool,
     done: bool,
+    /// The pair last returned is a named database's record.
+    named: bool,
     /// Pages of duplicate sub-trees, by kind.
     pub sub_counts: PageCounts,
     overflow_pages: u64,
@@ -386,6 +387,7 @@ impl<'e> Pairs<'e> {
             dup_order: Order::dups(rec.flags),
             failed: false,
             done: false,
+            named: false,
             sub_counts: PageCounts::default(),
             overflow_pages: 0,
         }
@@ -409,10 +411,48 @@ impl<'e> Pairs<'e> {
         }
     }
 
+    /// Whether the pair [`Self::next`] returned last is a named database's record (the main
+    /// database's pairs only).
+    pub fn is_named_db(&self) -> bool {
+        self.named
+    }
+
+    /// The pair [`Self::next`] returned last as a named database, its record checked as
+    /// [`LmdbEnv::named_dbs`] checks it; None when it is not one.
+    pub fn named_db(&self) -> Option<Result<crate::NamedDb>> {
+        if !self.named || self.dup_active() {
+            return None;
+        }
+        let (page, _) = self.walk.position();
+        let buf = self.walk.leaf_bytes();
+        let name = &buf[self.key.0..self.key.1];
+        let Val::Leaf(s, e) = self.val else {
+            return None;
+        };
+        Some(
+            self.env
+                .named_record(page, name, e - s, &buf[s..e])
+                .map(|record| crate::NamedDb {
+                    name: name.to_vec(),
+                    record,
+                }),
+        )
+    }
+
+    fn dup_active(&self) -> bool {
+        !matches!(self.dup, Dup::None)
+    }
+
     /// The next pair, or None at the end. After an error the walk is over (every later call
     /// returns None).
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<(&[u8], &[u8])>> {
+        Ok(self.next_entry()?.map(|(k, v, _)| (k, v)))
+    }
+
+    /// As [`Self::next`], with whether the pair is a named database's record (see
+    /// [`Self::is_named_db`]).
+    pub fn next_entry(&mut self) -> Result<Option<Entry<'_>>> {
         if self.failed || self.done {
             return Ok(None);
         }
@@ -436,10 +476,11 @@ impl<'e> Pairs<'e> {
                 _ => &[],
             },
         };
-        Ok(Some((kb, vb)))
+        Ok(Some((kb, vb, self.named)))
     }
 
     fn advance(&mut self) -> Result<bool> {
+        self.named = false;
         if self.next_dup()? {
             self.count += 1;
             return Ok(true);
@@ -494,6 +535,7 @@ impl<'e> Pairs<'e> {
                 }
                 let (s, e) = inline("database record")?;
                 self.val = Val::Leaf(s, e);
+                self.named = true;
             }
             F_BIGDATA => {
                 self.read_overflow(pgno, node)?;

@@ -5,11 +5,13 @@
 //!    file is taken without waiting (every LMDB process holds a shared lock on its first byte
 //!    while it has the environment open) and kept to the end, so an LMDB process that opens the
 //!    environment meanwhile waits, then finds Cairn's file and fails with MDB_INVALID.
-//! 2. LMDB's newest snapshot is read (crate `cairn-lmdb`) and every database is written, same
-//!    names, flags and page size, into `DATA.cairn-migrate` beside LMDB's data file by the bulk
-//!    builder (`crate::bulk`: leaves packed in LMDB's order, branch levels bottom-up, no write
-//!    transaction), named databases first and the main database, which holds their records,
-//!    last; the builder writes the commit record last and flushes the file once.
+//! 2. LMDB's newest snapshot is read (crate `cairn-lmdb`, on a thread of its own:
+//!    `migrate/feed.rs`) and every database is written, same names, flags and page size, into
+//!    `DATA.cairn-migrate` beside LMDB's data file by the bulk builder (`crate::bulk`: leaves
+//!    packed in LMDB's order, branch levels bottom-up, no write transaction). The main
+//!    database is read once: a named database met there is loaded whole at that point and its
+//!    record placed under its name; the builder writes the commit record last and flushes the
+//!    file once.
 //! 3. Verification, without reading the new file back: the builder reads every pair back from
 //!    the page it just built and compares it with the pair read from LMDB (an error stops the
 //!    migration); each database's pair count, as read and as built, against LMDB's record;
@@ -22,11 +24,15 @@
 //!    is removed (Cairn makes its own at the next open). Leftovers of a killed run (the staging
 //!    file, a backup link to the same data file) are removed by the next run.
 
-use crate::bulk::BulkWriter;
+mod feed;
+
+use crate::bulk::{BulkWriter, DbLoad};
 use crate::{Env, EnvOptions};
 use cairn_lmdb::{DbRecord, LmdbEnv};
-use std::collections::{HashMap, HashSet};
+use feed::{Batch, Item, Msg};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
 /// Why a migration did not happen or failed. In every case but [`MigrateError::Swap`] the LMDB
 /// environment is untouched.
@@ -144,7 +150,8 @@ pub struct MigrateReport {
 /// The phase a progress call reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
-    /// Copying: the total pairs to copy, once, before the first [`Phase::Copied`].
+    /// Copying: the total pairs to copy, first before the first [`Phase::Copied`], then again
+    /// (larger) as each named database is found in the main database.
     Total,
     /// Pairs copied since the last call.
     Copied,
@@ -230,36 +237,12 @@ pub fn migrate_lmdb(
         }
     }
     let env = LmdbEnv::open_files(&plan.data, &plan.lock).map_err(lmdb_err)?;
-    let named = env.named_dbs().map_err(lmdb_err)?;
-    let mut jobs = vec![Job {
-        name: None,
-        rec: env.main_db(),
-    }];
-    for d in &named {
-        let name = String::from_utf8(d.name.clone()).map_err(|_| {
-            MigrateError::Refused(format!(
-                "named database {:?}: its name is not UTF-8, which Cairn's names must be",
-                d.name_lossy()
-            ))
-        })?;
-        jobs.push(Job {
-            name: Some(name),
-            rec: d.record,
-        });
-    }
-    let names: HashSet<Vec<u8>> = named.iter().map(|d| d.name.clone()).collect();
-    let total = jobs
-        .iter()
-        .map(|j| j.rec.entries)
-        .sum::<u64>()
-        .saturating_sub(names.len() as u64);
-    progress(Phase::Total, total);
-    let checked = copy_all(&env, &label, &plan.staging, &jobs, progress).and_then(|d| {
+    let checked = copy_all(&env, &label, &plan.staging, progress).and_then(|(jobs, d)| {
         failpoint("copied");
         verify(&plan.staging, &jobs, &d, progress)?;
-        Ok(d)
+        Ok((jobs, d))
     });
-    let counts = match checked {
+    let (jobs, counts) = match checked {
         Ok(d) => d,
         Err(e) => {
             let _ = std::fs::remove_file(&plan.staging);
@@ -318,86 +301,157 @@ fn engine(what: impl FnOnce() -> String) -> impl FnOnce(crate::Error) -> Migrate
 /// Pairs between two progress reports.
 const PROGRESS_EVERY: u64 = 1 << 16;
 
-/// Writes every database into the new file with the bulk builder: named databases first (their
-/// records go into the main database's nodes), the main database last. Returns each job's
-/// counts, in `jobs`' order.
+/// A named database being loaded: its job's index, its load and the pairs pushed.
+struct Named {
+    job: usize,
+    load: DbLoad,
+    n: u64,
+}
+
+/// Writes every database into the new file with the bulk builder, from the batches LMDB's
+/// reader thread sends (`migrate/feed.rs`): the main database's pairs, each named database
+/// whole at its name's place, its record then placed under its name. Returns the databases
+/// (the main one first, then the named ones in LMDB's order) and each one's counts.
 fn copy_all(
     env: &LmdbEnv,
     label: &str,
     staging: &Path,
-    jobs: &[Job],
     progress: &mut dyn FnMut(Phase, u64),
-) -> Result<Vec<Counts>, MigrateError> {
-    let lmdb = |source| MigrateError::Lmdb {
-        path: label.to_string(),
-        source,
-    };
-    let mut w = BulkWriter::create(staging, env.page_size().clamp(4096, 65536))
+) -> Result<(Vec<Job>, Vec<Counts>), MigrateError> {
+    let w = BulkWriter::create(staging, env.page_size().clamp(4096, 65536))
         .map_err(engine(|| format!("creating {}", staging.display())))?;
-    let mut counts = vec![None; jobs.len()];
-    let mut records: HashMap<&[u8], crate::format::DbRecord> = HashMap::new();
-    let mut main_record = None;
-    // Named databases (jobs 1..) first, then the main one (job 0).
-    for (i, job) in jobs
-        .iter()
-        .enumerate()
-        .skip(1)
-        .chain(jobs.iter().enumerate().take(1))
-    {
-        let db_label = job.name.as_deref().unwrap_or("(main)");
-        let mut load = w
-            .database(job.rec.db_flags())
-            .map_err(engine(|| format!("database {db_label}")))?;
-        let mut pairs = if job.name.is_none() {
-            env.main_pairs()
-        } else {
-            env.pairs(&job.rec)
-        };
-        let mut n = 0u64;
-        // Bounded by the LMDB reader, which ends every walk (a cycle is an error there).
-        while let Some((k, v)) = pairs.next().map_err(lmdb)? {
-            if job.name.is_none() {
-                if let Some(rec) = records.get(k) {
-                    load.push_db(&mut w, k, rec)
-                        .map_err(engine(|| format!("writing database {db_label}'s names")))?;
+    let (tx, rx) = sync_channel::<Msg>(feed::QUEUE);
+    let (back, back_rx) = sync_channel::<Batch>(feed::QUEUE + 2);
+    std::thread::scope(|s| {
+        let reader = std::thread::Builder::new()
+            .name("cairn-migrate-reader".into())
+            .spawn_scoped(s, move || feed::run(env, tx, back_rx))
+            .map_err(io("starting the LMDB reader thread"))?;
+        let built = build(env, label, w, rx, back, progress);
+        // The receiver is gone with `build`'s return: the reader stops at its next send.
+        if reader.join().is_err() {
+            return Err(MigrateError::Verify(
+                "the LMDB reader thread panicked".into(),
+            ));
+        }
+        built
+    })
+}
+
+/// The builder's side of [`copy_all`].
+fn build(
+    env: &LmdbEnv,
+    label: &str,
+    mut w: BulkWriter,
+    rx: Receiver<Msg>,
+    back: SyncSender<Batch>,
+    progress: &mut dyn FnMut(Phase, u64),
+) -> Result<(Vec<Job>, Vec<Counts>), MigrateError> {
+    let main_rec = env.main_db();
+    let mut jobs = vec![Job {
+        name: None,
+        rec: main_rec,
+    }];
+    let mut counts = vec![Counts { read: 0, built: 0 }];
+    let mut total = main_rec.entries;
+    progress(Phase::Total, total);
+    let mut main = w
+        .database(main_rec.db_flags())
+        .map_err(engine(|| "database (main)".into()))?;
+    let mut named: Option<Named> = None;
+    let mut unreported = 0u64;
+    // Bounded: the reader sends each pair of LMDB's snapshot once, then hangs up.
+    for msg in rx {
+        let batch = msg.map_err(|source| MigrateError::Lmdb {
+            path: label.to_string(),
+            source,
+        })?;
+        for item in batch.items() {
+            match item {
+                Item::Pair(k, v) => {
+                    let (load, db) = match &mut named {
+                        Some(nd) => {
+                            nd.n += 1;
+                            (&mut nd.load, jobs[nd.job].name.as_deref())
+                        }
+                        None => {
+                            counts[0].read += 1;
+                            (&mut main, None)
+                        }
+                    };
+                    load.push(&mut w, k, v).map_err(engine(|| {
+                        format!("writing database {}, key {k:?}", db.unwrap_or("(main)"))
+                    }))?;
+                }
+                Item::Begin(name, rec) => {
+                    let name = String::from_utf8(name.to_vec()).map_err(|_| {
+                        MigrateError::Refused(format!(
+                            "named database {:?}: its name is not UTF-8, which Cairn's names \
+                             must be",
+                            String::from_utf8_lossy(name)
+                        ))
+                    })?;
+                    let load = w
+                        .database(rec.db_flags())
+                        .map_err(engine(|| format!("database {name}")))?;
+                    // The name was counted as one of the main database's entries.
+                    total = total.saturating_sub(1) + rec.entries;
+                    progress(Phase::Total, total);
+                    jobs.push(Job {
+                        name: Some(name),
+                        rec,
+                    });
+                    counts.push(Counts { read: 0, built: 0 });
+                    named = Some(Named {
+                        job: jobs.len() - 1,
+                        load,
+                        n: 0,
+                    });
+                    continue;
+                }
+                Item::End => {
+                    let Some(nd) = named.take() else {
+                        return Err(MigrateError::Verify("a named database ended twice".into()));
+                    };
+                    let job = &jobs[nd.job];
+                    let db_label = job.name.as_deref().unwrap_or_default();
+                    let loaded = nd
+                        .load
+                        .finish(&mut w)
+                        .map_err(engine(|| format!("writing database {db_label}")))?;
+                    counts[nd.job] = Counts {
+                        read: nd.n,
+                        built: loaded.pairs,
+                    };
+                    main.push_db(&mut w, db_label.as_bytes(), &loaded.record)
+                        .map_err(engine(|| format!("writing the name {db_label}")))?;
+                    failpoint("building");
                     continue;
                 }
             }
-            load.push(&mut w, k, v).map_err(engine(|| {
-                format!("writing database {db_label}, record {}", n + 1)
-            }))?;
-            n += 1;
-            if n.is_multiple_of(PROGRESS_EVERY) {
-                progress(Phase::Copied, PROGRESS_EVERY);
+            unreported += 1;
+            if unreported == PROGRESS_EVERY {
+                progress(Phase::Copied, unreported);
+                unreported = 0;
             }
         }
-        progress(Phase::Copied, n % PROGRESS_EVERY);
-        let loaded = load
-            .finish(&mut w)
-            .map_err(engine(|| format!("writing database {db_label}")))?;
-        match &job.name {
-            Some(name) => {
-                records.insert(name.as_bytes(), loaded.record);
-            }
-            None => main_record = Some(loaded.record),
-        }
-        counts[i] = Some(Counts {
-            read: n,
-            built: loaded.pairs,
-        });
-        failpoint("building");
+        // The reader makes a new batch when none comes back: a full queue is no error.
+        let _ = back.try_send(batch);
     }
-    if records.len() + 1 != jobs.len() {
-        return Err(MigrateError::Verify(format!(
-            "{} named databases in LMDB's main database, {} found there",
-            jobs.len() - 1,
-            records.len()
-        )));
+    progress(Phase::Copied, unreported);
+    if named.is_some() {
+        return Err(MigrateError::Verify(
+            "LMDB's reader stopped inside a named database".into(),
+        ));
     }
-    let main = main_record.ok_or_else(|| MigrateError::Verify("no main database".into()))?;
-    w.finish(main)
-        .map_err(engine(|| format!("writing {}", staging.display())))?;
-    Ok(counts.into_iter().flatten().collect())
+    let loaded = main
+        .finish(&mut w)
+        .map_err(engine(|| "writing database (main)".into()))?;
+    counts[0].built = loaded.pairs;
+    failpoint("building");
+    w.finish(loaded.record)
+        .map_err(engine(|| "writing the new file".into()))?;
+    Ok((jobs, counts))
 }
 
 /// Checks the new file (each pair was compared as it was built): per database, the pairs read

@@ -150,8 +150,14 @@ impl DbLoad {
         Ok(())
     }
 
+    /// The last key placed: the tree's own copy, but in a DUPSORT database, whose current
+    /// key is held here until its node is written.
     fn last_key(&self) -> &[u8] {
-        &self.key
+        if self.dups.is_none() {
+            self.tree.last_value()
+        } else {
+            &self.key
+        }
     }
 
     /// Places a key with one value (inline, or on an overflow run) and hashes it back.
@@ -197,10 +203,6 @@ impl DbLoad {
                 return Err(misread(k));
             }
         }
-        if self.dups.is_none() {
-            self.key.clear();
-            self.key.extend_from_slice(k);
-        }
         self.pairs += 1;
         self.entries += 1;
         Ok(())
@@ -221,10 +223,8 @@ impl DbLoad {
         }
         let last = (!self.tree.is_empty()).then_some(());
         self.check_key(name, last.map(|()| self.last_key()))?;
-        self.push_record(w, NF_DB, name, rec)?;
         // The named database's pages are its own record's, not the main database's.
-        self.key.clear();
-        self.key.extend_from_slice(name);
+        self.push_record(w, NF_DB, name, rec)?;
         self.entries += 1;
         Ok(())
     }

@@ -9,10 +9,13 @@
 //!   below the file's page count belongs to exactly one tree (nothing is free), and a page
 //!   refers only to pages completed before it (children, overflow runs, sub-trees). The root
 //!   of the main database is the last page.
-//! - Every page is sealed (number, writer, checksum) when it is completed and goes to the file
-//!   through a bounded buffer ([`FLUSH_AT`]); values too large for it are written from where
-//!   they lie. Memory: one page per tree level of each open tree (the database's and, while a
-//!   key's duplicates are being written, its sub-tree's), the buffer, and one key's inline set.
+//! - Every page is sealed (number, writer, checksum) on its way to the file (by the writer
+//!   thread, or here for a run too large for one buffer) and goes to the file
+//!   through aligned buffers of [`FLUSH_AT`] bytes handed to a writer thread (`out.rs`:
+//!   O_DIRECT where the filesystem takes it); values too large for one buffer go through
+//!   several. Memory: one page per tree level of each open tree (the database's and, while a
+//!   key's duplicates are being written, its sub-tree's), the writer's few buffers, and one
+//!   key's inline set.
 //! - Input is checked as it comes: keys strictly increasing in the database's order, values of
 //!   a key strictly increasing in the value order, sizes within the engine's limits; anything
 //!   else is a typed error and the file is left for the caller to remove.
@@ -25,14 +28,15 @@
 //!   holds what it was given without reading it back.
 
 mod load;
+mod out;
 mod tree;
 
 pub use load::{DbLoad, Loaded};
 
 use crate::error::{Error, Result};
 use crate::format::{self, DbRecord, Meta, WrittenRun, SECTOR};
+use out::{AlignedBuf, Out};
 use std::collections::VecDeque;
-use std::fs::File;
 use std::path::Path;
 
 /// The transaction id stamped on every page and on the commit record: one past the empty first
@@ -40,25 +44,20 @@ use std::path::Path;
 pub const BULK_TXNID: u64 = 2;
 /// Bytes of sealed pages gathered before they are written.
 pub const FLUSH_AT: usize = 1 << 20;
-/// Bytes written between two write-back hints (the device works while the build goes on, so
-/// the final flush finds most pages written).
-const WRITEBACK_EVERY: u64 = 32 << 20;
 /// Most pages the commit record lists for recovery to verify at open (the last ones written:
 /// the root and the top of every level above the leaves).
 const VERIFIED_TAIL: u64 = 64;
 
 /// Where completed pages go: numbered, sealed, gathered and written in order.
 pub(crate) struct Sink {
-    file: File,
+    out: Out,
     ps: usize,
     /// The next page number.
     next: u64,
-    /// Sealed pages from `buf_at` on, not yet written.
-    buf: Vec<u8>,
+    /// Sealed pages from `buf_at` on, not yet handed to the writer (a buffer of capacity
+    /// `2 * FLUSH_AT`: one page or run of at most FLUSH_AT may go past FLUSH_AT).
+    buf: AlignedBuf,
     buf_at: u64,
-    /// Bytes written since the last write-back hint, and where that hint ended.
-    unhinted: u64,
-    hinted_to: u64,
     /// The first pages of the last completions (for the commit record's verified tail).
     recent: VecDeque<u64>,
 }
@@ -75,11 +74,13 @@ impl Sink {
         self.recent.push_back(pg);
     }
 
-    /// Seals `page` (one page) as the next page and queues it; returns its number.
+    /// Queues `page` (one page) as the next page, to be sealed by the writer; returns its
+    /// number.
     pub(crate) fn page(&mut self, page: &mut [u8]) -> Result<u64> {
         let pg = self.next;
-        format::seal_page(page, pg, BULK_TXNID);
-        self.buf.extend_from_slice(page);
+        if !self.buf.extend_from_slice(page) {
+            return Err(Error::internal("a page past the bulk buffer"));
+        }
         self.next += 1;
         self.note(pg);
         if self.buf.len() >= FLUSH_AT {
@@ -99,24 +100,47 @@ impl Sink {
         if bytes <= FLUSH_AT {
             // Built in the buffer, as any page.
             let at = self.buf.len();
-            self.buf.resize(at + bytes, 0);
-            let run = &mut self.buf[at..];
+            if !self.buf.resize(at + bytes) {
+                return Err(Error::internal("an overflow run past the bulk buffer"));
+            }
+            let run = &mut self.buf.as_mut()[at..];
             format::init_overflow(run, span32);
             format::overflow_value_mut(run)[..value.len()].copy_from_slice(value);
-            format::seal_page(run, pg, BULK_TXNID);
             self.next += span;
             self.note(pg);
             if self.buf.len() >= FLUSH_AT {
                 self.flush()?;
             }
         } else {
-            // Written from where it lies: header, value and the zeros that end the last page.
+            // Sealed from where the value lies, then copied through whole buffers of
+            // FLUSH_AT bytes (a multiple of every page size): header, value, the zeros that
+            // end the last page.
             self.flush()?;
             let pad = bytes - format::PAGE_FIELDS - value.len();
             let mut hdr = [0u8; format::PAGE_FIELDS];
             format::seal_overflow_header(&mut hdr, span32, (pg, BULK_TXNID), value, pad);
-            let zeros = vec![0u8; pad];
-            self.write_at(pg, &[&hdr, value, &zeros])?;
+            let (h_end, v_end) = (format::PAGE_FIELDS, format::PAGE_FIELDS + value.len());
+            let (mut done, mut off) = (0usize, pg * ps as u64);
+            // Bounded: each step writes min(FLUSH_AT, what is left) > 0 bytes of `bytes`.
+            while done < bytes {
+                let n = (bytes - done).min(FLUSH_AT);
+                let mut b = self.out.buffer()?;
+                b.resize(n);
+                let dst = b.as_mut();
+                // This piece is bytes [done, done + n) of the run: the header's part of it,
+                // the value's, and zeros (the buffer was zero-filled).
+                let (h0, h1) = (done.min(h_end), (done + n).min(h_end));
+                if h0 < h1 {
+                    dst[h0 - done..h1 - done].copy_from_slice(&hdr[h0..h1]);
+                }
+                let (v0, v1) = (done.clamp(h_end, v_end), (done + n).clamp(h_end, v_end));
+                if v0 < v1 {
+                    dst[v0 - done..v1 - done].copy_from_slice(&value[v0 - h_end..v1 - h_end]);
+                }
+                self.out.write(off, false, b)?;
+                done += n;
+                off += n as u64;
+            }
             self.next += span;
             self.buf_at = self.next;
             self.note(pg);
@@ -124,30 +148,14 @@ impl Sink {
         Ok((pg, span))
     }
 
-    fn write_at(&mut self, pg: u64, bufs: &[&[u8]]) -> Result<()> {
-        let off = pg * self.ps as u64;
-        crate::os::pwritev_all(&self.file, off, bufs)
-            .map_err(|e| Error::io("writing the bulk-built file", e))?;
-        let len: u64 = bufs.iter().map(|b| b.len() as u64).sum();
-        self.unhinted += len;
-        if self.unhinted >= WRITEBACK_EVERY {
-            let end = off + len;
-            crate::os::start_writeback(&self.file, self.hinted_to, end - self.hinted_to);
-            self.hinted_to = end;
-            self.unhinted = 0;
-        }
-        Ok(())
-    }
-
+    /// Hands the gathered pages to the writer and takes an empty buffer.
     fn flush(&mut self) -> Result<()> {
         if self.buf.is_empty() {
             return Ok(());
         }
-        let buf = std::mem::take(&mut self.buf);
-        let r = self.write_at(self.buf_at, &[&buf]);
-        self.buf = buf;
-        r?;
-        self.buf.clear();
+        let fresh = self.out.buffer()?;
+        let full = std::mem::replace(&mut self.buf, fresh);
+        self.out.write(self.buf_at * self.ps as u64, true, full)?;
         self.buf_at = self.next;
         Ok(())
     }
@@ -187,21 +195,15 @@ impl BulkWriter {
         if !format::valid_page_size(page_size) {
             return Err(Error::Invalid(format!("page size {page_size}")));
         }
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
+        let mut out = Out::create(path, 2 * FLUSH_AT, page_size)?;
+        let buf = out.buffer()?;
         Ok(BulkWriter {
             sink: Sink {
-                file,
+                out,
                 ps: page_size,
                 next: 1,
-                buf: Vec::with_capacity(FLUSH_AT + page_size),
+                buf,
                 buf_at: 1,
-                unhinted: 0,
-                hinted_to: 0,
                 recent: VecDeque::with_capacity(VERIFIED_TAIL as usize),
             },
         })
@@ -244,10 +246,7 @@ impl BulkWriter {
         };
         let mut page0 = vec![0u8; self.sink.ps];
         page0[..SECTOR].copy_from_slice(&meta.encode());
-        let f = &self.sink.file;
-        crate::os::pwritev_all(f, 0, &[&page0])
-            .map_err(|e| Error::io("writing the bulk-built file's commit record", e))?;
-        crate::os::datasync(f).map_err(|e| Error::io("flushing the bulk-built file", e))?;
+        self.sink.out.finish(&page0)?;
         Ok(BulkStats { pages: npages })
     }
 }

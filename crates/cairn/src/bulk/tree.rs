@@ -1,11 +1,11 @@
 //! One B+tree built bottom-up from its keys in order: the current leaf and one open branch
-//! page per level above it. A full page is completed (prefix and hints set, sealed, queued in
-//! the sink) and its first key's separator is carried to the level above, which opens when
+//! page per level above it. A full page is completed (queued in the sink, whose writer sets
+//! its prefix and hints and seals it) and its first key's separator is carried to the level above, which opens when
 //! first needed; [`Tree::finish`] completes the open pages bottom-up and returns the record.
 //!
 //! Invariants:
 //! - Pages are filled by appends (`format::fill`): no slot moves, prefix and hints set once
-//!   when the page completes.
+//!   after the page completes, by the sink's writer (`out.rs`).
 //! - Leaves are filled completely before the next starts (as appends through the write path
 //!   leave them); every completed page holds at least one node (a branch's slot 0, keyless).
 //! - Separators: on a hinted tree (bytewise order) the shortest prefix of a leaf's first key
@@ -138,9 +138,6 @@ impl Tree {
 
     /// Completes the current leaf and carries it up.
     fn complete_leaf(&mut self, sink: &mut Sink) -> Result<()> {
-        if self.packed.is_none() {
-            PageMut::new(&mut self.leaf).refresh_prefix()?;
-        }
         let pg = sink.page(&mut self.leaf)?;
         self.rec.leaf_pages += 1;
         self.leaf_n = 0;
@@ -200,7 +197,6 @@ impl Tree {
                 return Ok(());
             }
             // Full: complete it; the child opens the level's next page.
-            PageMut::new(&mut l.page).refresh_prefix()?;
             let done = sink.page(&mut l.page)?;
             l.done += 1;
             let up = l.sep.take();
@@ -228,9 +224,6 @@ impl Tree {
         }
         if self.levels.is_empty() {
             // One leaf: it is the root.
-            if self.packed.is_none() {
-                PageMut::new(&mut self.leaf).refresh_prefix()?;
-            }
             self.rec.root = sink.page(&mut self.leaf)?;
             self.rec.leaf_pages += 1;
             self.rec.depth = 1;
@@ -242,7 +235,6 @@ impl Tree {
         while at < self.levels.len() {
             let top = at + 1 == self.levels.len();
             let l = &mut self.levels[at];
-            PageMut::new(&mut l.page).refresh_prefix()?;
             let pg = sink.page(&mut l.page)?;
             self.rec.branch_pages += 1;
             if top && l.done == 0 {
