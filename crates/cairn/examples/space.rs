@@ -2,8 +2,8 @@
 //! `0..records` once, in a seeded random order, as `%016d`, 100-byte values, 1,000 puts a
 //! transaction), then optionally an overwrite pass in another order, and prints at intervals:
 //! the file's length, the pages in use (npages), the free set's reusable and pending (still
-//! visible to a pinned snapshot) pages, and the main tree's leaf and branch pages with their
-//! fill (pair bytes over leaf bytes). Not a benchmark (the harness in bench/ is).
+//! visible to a pinned snapshot) pages, and the main tree's leaf and branch pages with the
+//! pairs a leaf holds on average. Not a benchmark (the harness in bench/ is).
 //!
 //!   cargo run --release -p cairn --example space -- [records] [lazy|durable] [overwrite] [every]
 //!
@@ -12,24 +12,10 @@
 use cairn::{Durability, Env, PutFlags};
 use std::time::Instant;
 
-/// SplitMix64: the order of the keys, reproducible.
-fn mix(x: &mut u64) -> u64 {
-    *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *x;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-fn permutation(n: u64, seed: u64) -> Vec<u32> {
-    let mut v: Vec<u32> = (0..n as u32).collect();
-    let mut s = seed;
-    for i in (1..v.len()).rev() {
-        let j = (mix(&mut s) % (i as u64 + 1)) as usize;
-        v.swap(i, j);
-    }
-    v
-}
+// The key order and the decimal keys of the profiling examples (the rest is unused here).
+#[allow(dead_code)]
+#[path = "support/pairs.rs"]
+mod pairs;
 
 fn report(env: &Env, phase: &str, txns: u64, t: &Instant) -> Result<(), cairn::Error> {
     let info = env.info()?;
@@ -55,17 +41,16 @@ fn report(env: &Env, phase: &str, txns: u64, t: &Instant) -> Result<(), cairn::E
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut args = std::env::args().skip(1);
-    let n: u64 = args
-        .next()
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(1_000_000);
-    let durability = match args.next().as_deref() {
-        Some("durable") => Durability::Durable,
-        _ => Durability::Lazy,
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize| args.get(i).map(String::as_str);
+    let n: u64 = arg(0).and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
+    let durability = if arg(1) == Some("durable") {
+        Durability::Durable
+    } else {
+        Durability::Lazy
     };
-    let overwrite = args.next().as_deref() == Some("overwrite");
-    let every: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(100);
+    let overwrite = arg(2) == Some("overwrite");
+    let every: u64 = arg(3).and_then(|a| a.parse().ok()).unwrap_or(100);
     let dir = tempfile::tempdir_in(std::env::current_dir()?)?;
     let env = Env::options()
         .durability(durability)
@@ -80,14 +65,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &[("fill", 1)]
     };
     for &(phase, seed) in passes {
-        let order = permutation(n, seed);
+        let order = pairs::permutation(n, seed);
         for (txns, chunk) in order.chunks(1000).enumerate() {
             let mut w = env.write_txn()?;
             for &i in chunk {
-                w.put(db, format!("{i:016}").as_bytes(), &value, PutFlags::empty())?;
+                w.put(db, &pairs::dec(i), &value, PutFlags::empty())?;
             }
             w.commit()?;
-            if (txns as u64 + 1) % every == 0 {
+            if (txns as u64 + 1).is_multiple_of(every) {
                 report(&env, phase, txns as u64 + 1, &t)?;
             }
         }
