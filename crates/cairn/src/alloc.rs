@@ -105,7 +105,7 @@ pub struct FreeState {
 /// fraction (1/4) of the file's pages in use (docs/design.md, "Lazy commits"). Each flush
 /// costs disk writes (a page copied twice between flushes is written once; flushing more
 /// often writes more of the copies) and write faults on the pages it cleaned: on a 1M
-/// fillrandom (examples/space) 1/4 wrote 1.8x the bytes of the time rule alone, 1/8 2.2x, for
+/// fillrandom (examples/space) 1/4 wrote ~1.9x the bytes of the time rule alone, 1/8 2.2x, for
 /// a file of 274, 244 MiB instead of 309-348 (docs/bench/causes.md, session 14).
 pub const HELD_DIVISOR: u64 = 4;
 /// ... and at least this many pages (8 MiB of 4 KiB pages): a small tree held whole costs
