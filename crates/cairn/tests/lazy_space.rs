@@ -1,7 +1,8 @@
 //! The lazy mode's space (docs/design.md, "Lazy commits"): the last steady snapshot, the
 //! recovery point, keeps every page that later commits copy or drop until the next flush, so a
-//! lazy file could hold the tree twice. A lazy commit therefore flushes once those held pages
-//! reach a quarter of the pages in use, whatever the time since the last flush. The checks here
+//! lazy file could hold the tree twice. With `EnvOptions::flush_for_space` a lazy commit
+//! flushes once those held pages reach a quarter of the pages in use, whatever the time since
+//! the last flush. The checks here
 //! count pages, not time: the time rule is set to an hour, and `Env::sync` every 100 commits
 //! stands in for it (a flush a second at 100 commits a second), so that a recovery point
 //! holding the tree exists at all; between those, only the space rule flushes.
@@ -31,11 +32,12 @@ fn order(n: u64, seed: u64) -> impl Iterator<Item = u64> {
 
 /// Fills N keys in random order, then overwrites them all in another; returns the pages in
 /// use, the file's length in pages and the tree's pages.
-fn fill_and_overwrite(period: Option<Duration>) -> (u64, u64, u64) {
+fn fill_and_overwrite(space: bool) -> (u64, u64, u64) {
     let dir = tempfile::tempdir().unwrap();
     let env = Env::options()
         .durability(Durability::Lazy)
-        .sync_every(period)
+        .sync_every(Some(Duration::from_secs(3600)))
+        .flush_for_space(space)
         .open(dir.path())
         .unwrap();
     let db = env.main_db();
@@ -67,7 +69,7 @@ fn fill_and_overwrite(period: Option<Duration>) -> (u64, u64, u64) {
 
 #[test]
 fn lazy_file_stays_within_a_third_above_its_tree() {
-    let (npages, file_pages, tree) = fill_and_overwrite(Some(Duration::from_secs(3600)));
+    let (npages, file_pages, tree) = fill_and_overwrite(true);
     // A commit of PER_TXN random puts copies at most one leaf per put plus the branches above
     // them and the free tree's pages: PER_TXN + tree / 64 bounds it with room to spare (the
     // branches are about one in 20 of the tree's pages, and a commit copies a share of them).
@@ -85,9 +87,10 @@ fn lazy_file_stays_within_a_third_above_its_tree() {
         "file of {file_pages} pages for {npages} in use"
     );
 
-    // The control: with no automatic flush, only the syncs every 100 commits give the held
-    // pages back, and the same load ends above the bound, so the bound above tests the rule.
-    let (npages, _, tree) = fill_and_overwrite(None);
+    // The control: without the rule (the default), only the syncs every 100 commits give the
+    // held pages back, and the same load ends above the bound, so the bound above tests the
+    // rule.
+    let (npages, _, tree) = fill_and_overwrite(false);
     let bound = (tree + 3 * churn) * 4 / 3;
     eprintln!("no flush: npages {npages}, tree {tree}, bound {bound}");
     assert!(

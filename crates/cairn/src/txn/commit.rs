@@ -73,8 +73,9 @@ impl RwTxn<'_> {
         {
             steady = true;
         }
-        // Space (docs/design.md, "Lazy commits"): pages of the recovery point that this commit
-        // frees stay pending until the next flush; once they are many, this commit flushes.
+        // Space (docs/design.md, "Lazy commits"; opt-in, `EnvOptions::flush_for_space`): pages
+        // of the recovery point that this commit frees stay pending until the next flush; once
+        // they are many, this commit flushes.
         let recovery = self.base.steady_txnid();
         let held: u64 = (self.freed_clean.iter())
             .filter(|f| f.2 <= recovery)
@@ -82,6 +83,7 @@ impl RwTxn<'_> {
             .sum();
         if !steady
             && !no_sync
+            && opts.space_flush
             && opts.durability == Durability::Lazy
             && (bytes.is_some() || period.is_some())
             && crate::alloc::recovery_flush_due(self.ws().free.held() + held, self.npages)
