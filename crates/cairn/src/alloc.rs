@@ -13,6 +13,11 @@
 //!   becomes reusable without merging: the free tree keeps it as pending, which is equivalent
 //!   (loading re-examines every pending run against the pins of its time), and the change
 //!   holds whatever the transaction does, so it is neither persisted nor undone.
+//! - `held` counts pages of the last steady snapshot (the lazy mode's recovery point) that
+//!   commits since it have freed: they stay pending until the next steady commit whatever the
+//!   readers do. It is a lower bound (the free tree's own copies are not counted, and a
+//!   reloaded set starts from 0), used only to decide when a lazy commit flushes to give them
+//!   back (`recovery_flush_due`), never to decide what is reusable.
 
 use crate::pageset::PageMap;
 use crate::pageset::PageSet;
@@ -93,6 +98,24 @@ pub struct FreeState {
     undo: Vec<(u64, Option<Run>)>,
     reusable_pages: u64,
     pending_pages: u64,
+    held: u64,
+}
+
+/// A lazy commit flushes (becomes steady) once the pages its recovery point holds reach this
+/// fraction (1/4) of the file's pages in use (docs/design.md, "Lazy commits"). Each flush
+/// costs disk writes (a page copied twice between flushes is written once; flushing more
+/// often writes more of the copies) and write faults on the pages it cleaned: on a 1M
+/// fillrandom (examples/space) 1/4 wrote ~1.9x the bytes of the time rule alone, 1/8 2.2x, for
+/// a file of 274, 244 MiB instead of 309-348 (docs/bench/causes.md, session 14).
+pub const HELD_DIVISOR: u64 = 4;
+/// ... and at least this many pages (8 MiB of 4 KiB pages): a small tree held whole costs
+/// little, and flushing for it would make every few commits of a small file steady.
+pub const HELD_FLOOR: u64 = 2048;
+
+/// Whether a lazy commit should be steady so that the `held` pages of the recovery point
+/// become reusable, in a file of `npages` pages in use.
+pub fn recovery_flush_due(held: u64, npages: u64) -> bool {
+    held >= HELD_FLOOR.max(npages / HELD_DIVISOR)
 }
 
 impl FreeState {
@@ -379,6 +402,17 @@ impl FreeState {
     /// Pages freed but still visible to some snapshot.
     pub fn pending_pages(&self) -> u64 {
         self.pending_pages
+    }
+
+    /// Pages of the last steady snapshot freed by the commits since it (see the invariants).
+    pub fn held(&self) -> u64 {
+        self.held
+    }
+
+    /// Counts a commit that freed `pages` of the last steady snapshot; a steady commit is the
+    /// new recovery point, which holds nothing yet.
+    pub fn note_commit(&mut self, pages: u64, steady: bool) {
+        self.held = if steady { 0 } else { self.held + pages };
     }
 }
 
