@@ -389,23 +389,36 @@ pub async fn list(
 /// than a read buffer of it is in memory and nothing is left behind if the client goes away.
 pub async fn backup(State(s): Shared) -> Result<Response, ApiError> {
     let gate = s.clone();
-    let file = blocking(&gate.read_gate, move || {
-        let io = |e: std::io::Error| {
-            ApiError::internal("backup: temporary file").with_detail(json!(e.to_string()))
-        };
-        let dir = match &s.limits.backup_dir {
-            Some(d) => tempfile::tempdir_in(d),
-            None => tempfile::tempdir(),
-        }
-        .map_err(io)?;
-        let path = dir.path().join("data.cairn");
-        s.env.copy_to(&path, false)?;
-        let f = std::fs::File::open(&path).map_err(io)?;
-        let len = f.metadata().map_err(io)?.len();
-        Ok((f, len))
+    let (f, len) = blocking(&gate.read_gate, move || {
+        backup_file(s.limits.backup_dir.as_deref(), &s.env)
     })
     .await?;
-    let (f, len) = file;
+    Ok(file_response(f, len))
+}
+
+/// A hot copy of `env` in a temporary file under `dir` (the system's by default), opened and
+/// already unlinked; and its length. Blocking.
+pub(crate) fn backup_file(
+    dir: Option<&std::path::Path>,
+    env: &cairn::Env,
+) -> Result<(std::fs::File, u64), ApiError> {
+    let io = |e: std::io::Error| {
+        ApiError::internal("backup: temporary file").with_detail(json!(e.to_string()))
+    };
+    let dir = match dir {
+        Some(d) => tempfile::tempdir_in(d),
+        None => tempfile::tempdir(),
+    }
+    .map_err(io)?;
+    let path = dir.path().join("data.cairn");
+    env.copy_to(&path, false)?;
+    let f = std::fs::File::open(&path).map_err(io)?;
+    let len = f.metadata().map_err(io)?.len();
+    Ok((f, len))
+}
+
+/// A backup's answer: the file streamed as `data.cairn`.
+pub(crate) fn file_response(f: std::fs::File, len: u64) -> Response {
     let stream = tokio_util::io::ReaderStream::with_capacity(tokio::fs::File::from_std(f), 1 << 16);
     let mut r = Response::new(Body::from_stream(stream));
     let h = r.headers_mut();
@@ -418,7 +431,7 @@ pub async fn backup(State(s): Shared) -> Result<Response, ApiError> {
         header::CONTENT_DISPOSITION,
         HeaderValue::from_static("attachment; filename=\"data.cairn\""),
     );
-    Ok(r.into_response())
+    r.into_response()
 }
 
 /// Any other path.
@@ -641,31 +654,23 @@ pub async fn changes(
             }
         }
         "sse" => {
-            let since = match headers.get("last-event-id") {
-                Some(v) => v
-                    .to_str()
-                    .ok()
-                    .and_then(|t| t.trim().parse::<u64>().ok())
-                    .ok_or_else(|| ApiError::bad_request("Last-Event-ID: a sequence number"))?,
-                None => since,
-            };
+            let since = last_event_id(&headers, since)?;
             // Subscribed before the first read, so a write that commits after that read
             // began wakes the stream (a later subscription would count it as seen, and the
             // stream would wait for the next write or the poll).
             let woken = s.changed.subscribe();
             // The first read answers errors (no collection, trimmed history) with a status.
             let first = read_changes(&s, &coll, since, limit).await?;
-            let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
-            let feed = Feed { coll, since, limit };
-            tokio::spawn(sse_stream(s.clone(), feed, first, woken, tx));
-            let mut r = Response::new(Body::new(ChanBody(rx)));
-            let h = r.headers_mut();
-            h.insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/event-stream"),
-            );
-            h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-            Ok(r)
+            let st = s.clone();
+            let src = FeedSource {
+                read: Box::new(move |since| {
+                    let (st, coll) = (st.clone(), coll.clone());
+                    Box::pin(async move { read_changes(&st, &coll, since, limit).await })
+                }),
+                woken: Some(woken),
+                shutdown: Some(s.shutdown.subscribe()),
+            };
+            Ok(sse_response(src, first, since, limit))
         }
         other => Err(
             ApiError::bad_request("feed must be normal, longpoll or sse").with_detail(json!(other)),
@@ -701,30 +706,72 @@ pub(crate) fn ndjson(body: Vec<u8>) -> Response {
     r
 }
 
-/// What an SSE stream follows: a collection's feed after `since`, `limit` records a read.
-struct Feed {
-    coll: String,
+/// A request's Last-Event-ID (an SSE client resuming), else `since`.
+pub(crate) fn last_event_id(headers: &HeaderMap, since: u64) -> Result<u64, ApiError> {
+    match headers.get("last-event-id") {
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok())
+            .ok_or_else(|| ApiError::bad_request("Last-Event-ID: a sequence number")),
+        None => Ok(since),
+    }
+}
+
+/// The changes after a sequence number, read off the event loop.
+pub(crate) type ReadFeed = Box<
+    dyn Fn(
+            u64,
+        ) -> std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<Vec<Change>, ApiError>> + Send>,
+        > + Send
+        + Sync,
+>;
+
+/// What an SSE stream reads and what wakes it: `woken` when a write of this process
+/// commits (else it polls every [`FEED_POLL`]), `shutdown` when the server stops.
+pub(crate) struct FeedSource {
+    pub(crate) read: ReadFeed,
+    pub(crate) woken: Option<tokio::sync::watch::Receiver<u64>>,
+    pub(crate) shutdown: Option<tokio::sync::watch::Receiver<bool>>,
+}
+
+/// The `text/event-stream` response of a feed: `first` (read before, so its errors got a
+/// status), then what follows, fed by a task of its own.
+pub(crate) fn sse_response(
+    src: FeedSource,
+    first: Vec<Change>,
     since: u64,
     limit: usize,
+) -> Response {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
+    tokio::spawn(sse_stream(src, first, since, limit, tx));
+    let mut r = Response::new(Body::new(ChanBody(rx)));
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
 }
 
 /// Feeds an SSE response: the changes after `since`, then each new one as it commits, until
 /// the client goes, the server stops, or reading fails (an `error` event, then the end).
-/// `rx` was subscribed before `first` was read; it is marked seen before each read, so a
+/// `woken` was subscribed before `first` was read; it is marked seen before each read, so a
 /// write that commits during a read wakes the next wait at once.
 async fn sse_stream(
-    s: Arc<AppState>,
-    feed: Feed,
+    src: FeedSource,
     first: Vec<Change>,
-    mut rx: tokio::sync::watch::Receiver<u64>,
+    mut since: u64,
+    limit: usize,
     tx: tokio::sync::mpsc::Sender<Bytes>,
 ) {
-    let Feed {
-        coll,
-        mut since,
-        limit,
-    } = feed;
-    let mut shutdown = s.shutdown.subscribe();
+    let FeedSource {
+        read,
+        mut woken,
+        mut shutdown,
+    } = src;
     let mut batch = Ok(first);
     let mut idle = tokio::time::Instant::now();
     loop {
@@ -758,18 +805,36 @@ async fn sse_stream(
                 }
                 idle = tokio::time::Instant::now();
             }
-            if *shutdown.borrow() {
+            if shutdown.as_ref().is_some_and(|r| *r.borrow()) {
                 return;
             }
+            let wake = async {
+                match woken.as_mut() {
+                    Some(r) => {
+                        let _ = r.changed().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            let stop = async {
+                match shutdown.as_mut() {
+                    Some(r) => {
+                        let _ = r.changed().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
             tokio::select! {
-                _ = rx.changed() => {}
+                () = wake => {}
                 () = tokio::time::sleep(FEED_POLL) => {}
-                _ = shutdown.changed() => return,
+                () = stop => return,
                 () = tx.closed() => return,
             }
         }
-        rx.borrow_and_update();
-        batch = read_changes(&s, &coll, since, limit).await;
+        if let Some(r) = woken.as_mut() {
+            r.borrow_and_update();
+        }
+        batch = read(since).await;
     }
 }
 

@@ -54,6 +54,8 @@ pub struct ClusterState {
     build_batch: u64,
     /// The indexes this node runs a builder for (one builder per index).
     builders: Mutex<HashSet<(String, String)>>,
+    /// Where `/_backup` writes its copy before streaming it (`Config::backup_dir`).
+    backup_dir: Option<std::path::PathBuf>,
 }
 
 impl ClusterState {
@@ -73,6 +75,7 @@ impl ClusterState {
             request_timeout: cfg.request_timeout,
             build_batch: cfg.build_batch.max(1) as u64,
             builders: Mutex::default(),
+            backup_dir: cfg.backup_dir.clone(),
         })
     }
 }
@@ -84,7 +87,7 @@ pub fn routes(state: Arc<ClusterState>) -> Router {
     Router::new()
         .route("/_health", get(health))
         .route("/_stats", get(stats))
-        .route("/_backup", get(not_replicated))
+        .route("/_backup", get(backup))
         .route("/{collection}", get(list).post(post_doc))
         .route("/{collection}/_bulk", post(bulk))
         .route("/{collection}/_changes", get(changes))
@@ -106,12 +109,12 @@ pub fn routes(state: Arc<ClusterState>) -> Router {
         .with_state(state)
 }
 
-/// What a cluster node does not do yet: backups, SSE feeds (docs/serve-cluster.md).
-async fn not_replicated() -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_IMPLEMENTED,
-        "not available on a cluster node yet (docs/serve-cluster.md)",
-    )
+/// `GET /_backup`: a hot copy of this node's environment (its replica, with the `raft.*`
+/// databases), streamed as the single-node server streams its own.
+async fn backup(State(s): Shared) -> Result<Response, ApiError> {
+    let dir = s.backup_dir.clone();
+    let (f, len) = local(&s, move |env| single::backup_file(dir.as_deref(), env)).await?;
+    Ok(single::file_response(f, len))
 }
 
 /// A collection name as the cluster's routes take it (module invariants).
@@ -306,6 +309,7 @@ async fn changes(
     Path(coll): Path<String>,
     Query(q): Query<single::ChangesQuery>,
     Query(c): Query<Consistency>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     collection(&coll)?;
     let limit = single::changes_limit(&q)?;
@@ -313,24 +317,56 @@ async fn changes(
     let wait = match q.feed.as_deref().unwrap_or("normal") {
         "normal" => Duration::ZERO,
         "longpoll" => single::longpoll_wait(&q, s.request_timeout),
-        _ => return Err(not_replicated().await),
+        "sse" => {
+            let since = single::last_event_id(&headers, since)?;
+            settle(&s, &c).await?;
+            // The first read answers errors (no collection, trimmed history) with a status;
+            // then the stream polls this node's applied feed (sequence numbers are the same
+            // on every replica, so a client may resume on another node).
+            let first = read_feed(&s, coll.clone(), since, limit).await?;
+            let st = s.clone();
+            let src = single::FeedSource {
+                read: Box::new(move |since| {
+                    let (st, coll) = (st.clone(), coll.clone());
+                    Box::pin(async move { read_feed(&st, coll, since, limit).await })
+                }),
+                woken: None,
+                shutdown: None,
+            };
+            return Ok(single::sse_response(src, first, since, limit));
+        }
+        other => {
+            return Err(
+                ApiError::bad_request("feed must be normal, longpoll or sse")
+                    .with_detail(json!(other)),
+            )
+        }
     };
     settle(&s, &c).await?;
     let deadline = tokio::time::Instant::now() + wait;
     loop {
-        let cl = coll.clone();
-        let ch = local(&s, move |env| {
-            open(env, &cl)?
-                .changes(&env.read_txn()?, since, limit)
-                .map_err(store::doc_error)
-        })
-        .await?;
+        let ch = read_feed(&s, coll.clone(), since, limit).await?;
         let now = tokio::time::Instant::now();
         if !ch.is_empty() || now >= deadline {
             return Ok(single::ndjson(single::json_lines(&ch)));
         }
         tokio::time::sleep(single::FEED_POLL.min(deadline - now)).await;
     }
+}
+
+/// This node's applied feed of `coll` after `since`, at most `limit` records.
+async fn read_feed(
+    s: &Arc<ClusterState>,
+    coll: String,
+    since: u64,
+    limit: usize,
+) -> Result<Vec<cairn_doc::Change>, ApiError> {
+    local(s, move |env| {
+        open(env, &coll)?
+            .changes(&env.read_txn()?, since, limit)
+            .map_err(store::doc_error)
+    })
+    .await
 }
 
 /// A document (checked as the single-node server checks it) proposed as a put of `id`.
