@@ -76,16 +76,23 @@ impl RwTxn<'_> {
         // Space (docs/design.md, "Lazy commits"; opt-in, `EnvOptions::flush_for_space`): pages
         // of the recovery point that this commit frees stay pending until the next flush; once
         // they are many, this commit flushes.
-        let recovery = self.base.steady_txnid();
-        let held: u64 = (self.freed_clean.iter())
-            .filter(|f| f.2 <= recovery)
-            .map(|f| f.1)
-            .sum();
+        // Counted only where the rule can act (a steady commit resets the count anyway), so
+        // a commit without it does not walk its freed pages twice.
+        let counting = opts.space_flush
+            && opts.durability == Durability::Lazy
+            && (bytes.is_some() || period.is_some());
+        let held: u64 = if counting && !steady {
+            let recovery = self.base.steady_txnid();
+            (self.freed_clean.iter())
+                .filter(|f| f.2 <= recovery)
+                .map(|f| f.1)
+                .sum()
+        } else {
+            0
+        };
         if !steady
             && !no_sync
-            && opts.space_flush
-            && opts.durability == Durability::Lazy
-            && (bytes.is_some() || period.is_some())
+            && counting
             && crate::alloc::recovery_flush_due(self.ws().free.held() + held, self.npages)
         {
             steady = true;
