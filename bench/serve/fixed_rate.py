@@ -24,7 +24,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run  # noqa: E402  (bench/serve/run.py: servers, oha, pinning)
 
-LABEL = {"cairn": "Cairn (`cairn serve`, durable)", "postgres": "PostgreSQL JSONB (bench/serve-pg)"}
+LABEL = {"cairn": "Cairn (`cairn serve`, durable: logged)", "postgres": "PostgreSQL JSONB (bench/serve-pg)"}
 
 
 def server(a, name):

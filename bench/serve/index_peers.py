@@ -40,8 +40,10 @@ import run  # noqa: E402  (bench/serve/run.py: server starters, oha, pinning)
 
 PRELOAD = 10_000
 PATHS = ["/radius", "/country_code", "/timestamp", "/position/lat"]
-SERVERS = ["cairn", "cairn-logged", "postgres"]
-LABEL = {"cairn": "Cairn (`cairn serve`)", "cairn-logged": "Cairn (`cairn serve --logged`)",
+SERVERS = ["cairn", "cairn-pages", "postgres"]
+LABEL = {"cairn": "Cairn (`cairn serve`: logged, the default)",
+         "cairn-logged": "Cairn (`cairn serve --logged`)",
+         "cairn-pages": "Cairn (`cairn serve --flush-pages`)",
          "postgres": "PostgreSQL JSONB (bench/serve-pg)"}
 
 
@@ -97,11 +99,12 @@ class Postgres(run.Postgres):
 
 
 class Cairn:
-    def __init__(self, cairn, k, logged=False):
-        self.cairn, self.k, self.logged = cairn, k, logged
+    def __init__(self, cairn, k, logged=False, pages=False):
+        self.cairn, self.k, self.logged, self.pages = cairn, k, logged, pages
 
     def start(self):
-        self.p, self.dir, addr = run.start_server(self.cairn, False, False, self.logged)
+        self.p, self.dir, addr = run.start_server(self.cairn, False, False, self.logged,
+                                                  self.pages)
         declare(addr, self.k)
         preload_cairn(addr)
         return addr
@@ -227,7 +230,8 @@ def main():
             for name in a.servers.split(","):
                 for k in ks:
                     srv = (Postgres(a.serve_pg, k) if name == "postgres"
-                           else Cairn(a.cairn, k, logged=name == "cairn-logged"))
+                           else Cairn(a.cairn, k, logged=name == "cairn-logged",
+                                      pages=name == "cairn-pages"))
                     d = os.path.join(a.out, f"{name}-{k}")
                     os.makedirs(d, exist_ok=True)
                     measure(a, name, k, srv, d, rep, files)

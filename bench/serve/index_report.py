@@ -14,7 +14,8 @@ import re
 import statistics
 import sys
 
-LABEL = {"cairn": "Cairn", "cairn-logged": "Cairn --logged", "postgres": "PostgreSQL"}
+LABEL = {"cairn": "Cairn", "cairn-logged": "Cairn --logged", "cairn-pages": "Cairn --flush-pages",
+         "postgres": "PostgreSQL"}
 
 
 def load(runs):

@@ -14,9 +14,11 @@ import re
 import statistics
 import sys
 
-SERVERS = ["cairn", "cairn-nogroup", "flask", "postgres"]
+SERVERS = ["cairn", "cairn-logged", "cairn-pages", "cairn-nogroup", "flask", "postgres"]
 LABEL = {
     "cairn": "Cairn (group commit)",
+    "cairn-logged": "Cairn --logged",
+    "cairn-pages": "Cairn --flush-pages",
     "cairn-nogroup": "Cairn --no-group",
     "flask": "Flask+py-lmdb/gunicorn",
     "postgres": "PostgreSQL JSONB (axum)",

@@ -11,8 +11,9 @@ is `--rate`). Writes oha's JSON report of each run and a table, results.md, into
 
 With --peers (`make bench-serve-peers`), the same runs against each server named, one after
 the other in one invocation, each started here on a fresh store and stopped after its runs:
-`cairn` (durable, group commit), `cairn-logged` (`--logged`: group commits made durable by the
-commit log), `cairn-nogroup` (`--no-group`: one transaction per request),
+`cairn` (the default: durable through the commit log, group commit), `cairn-logged` (the same,
+named with `--logged`), `cairn-pages` (`--flush-pages`: every group commit flushes its pages, the
+default before session 15), `cairn-nogroup` (`--no-group`: one transaction per request),
 `flask` (the published comparison's setup: Flask + py-lmdb under gunicorn, sync=True;
 bench/serve/flask_lmdb.py) and `postgres` (a throwaway PostgreSQL cluster under target/ with a
 JSONB table, synchronous_commit=on, behind bench/serve-pg, axum + tokio-postgres). Every server
@@ -53,13 +54,15 @@ def pin(core):
     return []
 
 
-def start_server(cairn, lazy, no_group, logged=False):
+def start_server(cairn, lazy, no_group, logged=False, pages=False):
     d = tempfile.mkdtemp(prefix="cairn-bench-serve-")
     cmd = pin(0) + [cairn, "serve", d, "--listen", "127.0.0.1:0", "--max-in-flight", "8192"]
     if lazy:
         cmd.append("--lazy")
     if logged:
         cmd.append("--logged")
+    if pages:
+        cmd.append("--flush-pages")
     if no_group:
         cmd.append("--no-group")
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
@@ -205,11 +208,12 @@ class Postgres:
 
 
 class Cairn:
-    def __init__(self, cairn, no_group, logged=False):
-        self.cairn, self.no_group, self.logged = cairn, no_group, logged
+    def __init__(self, cairn, no_group, logged=False, pages=False):
+        self.cairn, self.no_group, self.logged, self.pages = cairn, no_group, logged, pages
 
     def start(self):
-        self.p, self.dir, addr = start_server(self.cairn, False, self.no_group, self.logged)
+        self.p, self.dir, addr = start_server(self.cairn, False, self.no_group, self.logged,
+                                              self.pages)
         preload(addr)
         return addr
 
@@ -266,6 +270,7 @@ def peers(a):
             srv = {
                 "cairn": lambda: Cairn(a.cairn, False),
                 "cairn-logged": lambda: Cairn(a.cairn, False, logged=True),
+                "cairn-pages": lambda: Cairn(a.cairn, False, pages=True),
                 "cairn-nogroup": lambda: Cairn(a.cairn, True),
                 "flask": lambda: Flask(),
                 "postgres": lambda: Postgres(a.serve_pg),

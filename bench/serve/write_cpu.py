@@ -6,7 +6,7 @@ and reads the server's user and system CPU time from /proc before and after: mic
 server CPU per write. Latency at a fixed rate rises with the server's busy share of its one
 core, so this is the figure that explains write p99 moving with the index count.
 
-    python3 bench/serve/write_cpu.py [--logged] [--indexes 0,1,4] [--repeat 3]
+    python3 bench/serve/write_cpu.py [--pages] [--indexes 0,1,4] [--repeat 3]
 """
 import argparse
 import json
@@ -32,7 +32,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cairn", default="target/release/cairn")
     ap.add_argument("--oha", default="target/tools/bin/oha")
-    ap.add_argument("--logged", action="store_true")
+    ap.add_argument("--pages", action="store_true",
+                    help="the page-flushing mode (`--flush-pages`) instead of the logged default")
     ap.add_argument("--indexes", default="0,1,4")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--rate", type=int, default=2000)
@@ -46,7 +47,7 @@ def main():
                      for i in range(index_peers.PRELOAD, 3 * index_peers.PRELOAD))
     for rep in range(a.repeat):
         for k in [int(x) for x in a.indexes.split(",")]:
-            srv = index_peers.Cairn(a.cairn, k, logged=a.logged)
+            srv = index_peers.Cairn(a.cairn, k, pages=a.pages)
             addr = srv.start()
             try:
                 u0, s0 = cpu_s(srv.p.pid)
@@ -56,7 +57,7 @@ def main():
                 u1, s1 = cpu_s(srv.p.pid)
                 n = r["statusCodeDistribution"]["201"]
                 print(json.dumps({
-                    "round": rep, "indexes": k, "logged": a.logged, "posts": n,
+                    "round": rep, "indexes": k, "pages": a.pages, "posts": n,
                     "user_us": round((u1 - u0) / n * 1e6, 1),
                     "sys_us": round((s1 - s0) / n * 1e6, 1),
                     "p50_ms": round(r["latencyPercentiles"]["p50"] * 1e3, 2),

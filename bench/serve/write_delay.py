@@ -9,11 +9,11 @@ import tempfile
 import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import index_peers as ip, run
-delay = float(sys.argv[1]); logged = sys.argv[2] == "logged"
+delay = float(sys.argv[1]); logged = sys.argv[2] == "logged"  # durable: --flush-pages
 tmp = os.path.join(tempfile.mkdtemp(prefix="write-delay-"), "bodies.txt")
 with open(tmp, "w") as f:
     f.writelines(json.dumps(ip.doc(i)) + "\n" for i in range(ip.PRELOAD, 3 * ip.PRELOAD))
-srv = ip.Cairn("target/release/cairn", 0, logged=logged)
+srv = ip.Cairn("target/release/cairn", 0, logged=logged, pages=not logged)
 addr = srv.start()
 try:
     time.sleep(delay)

@@ -227,11 +227,16 @@ pub struct ServeArgs {
     /// take about the last second of them (never the file's consistency).
     #[arg(long)]
     pub lazy: bool,
-    /// Logged durability: writes are durable when answered, made so by a record of their
-    /// changes appended to the commit log and flushed, not by flushing their pages
-    /// (docs/design.md, "Logged commits").
+    /// Logged durability (the default; the flag is kept for scripts that name it): writes
+    /// are durable when answered, made so by a record of their changes appended to the commit
+    /// log and flushed, not by flushing their pages (docs/design.md, "Logged commits").
     #[arg(long, conflicts_with = "lazy")]
     pub logged: bool,
+    /// Page durability: every commit flushes the pages it changed before its writes are
+    /// answered, and no commit log is kept (the default before logged; docs/server.md,
+    /// "Durability").
+    #[arg(long, conflicts_with_all = ["lazy", "logged"])]
+    pub flush_pages: bool,
     /// Requests served at once; a burst beyond gets 503.
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub max_in_flight: usize,
@@ -261,7 +266,7 @@ pub struct ServeArgs {
 #[derive(Args, Debug)]
 pub struct ClusterServeArgs {
     /// Serve as a node of a replicated cluster: writes go through the Raft log.
-    #[arg(long, requires_all = ["id", "dir"], conflicts_with_all = ["lazy", "logged", "no_group"])]
+    #[arg(long, requires_all = ["id", "dir"], conflicts_with_all = ["lazy", "logged", "flush_pages", "no_group"])]
     pub cluster: bool,
     /// This node's id (not 0), unique in the cluster.
     #[arg(long, value_name = "N", requires = "cluster")]

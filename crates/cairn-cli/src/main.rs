@@ -70,7 +70,8 @@ fn serve(a: &cairn_cli::cli::ServeArgs, path: EnvPath) -> Result<(), CliError> {
     cfg.no_subdir = path.no_subdir;
     cfg.listen = a.listen;
     cfg.lazy = a.lazy;
-    cfg.logged = a.logged;
+    // Logged unless told otherwise (`--logged` names the default).
+    cfg.logged = !a.flush_pages;
     cfg.max_in_flight = a.max_in_flight;
     cfg.max_body = a.max_body;
     cfg.backup_dir = a.backup_dir.clone();

@@ -18,9 +18,37 @@ fn request(addr: &str, req: &str) -> String {
 
 #[test]
 fn serve_answers_and_stops_on_sigterm() {
+    // The default mode is durable through the commit log; each flag names its mode.
+    serve_once(&[], "logged");
+    serve_once(&["--flush-pages"], "durable");
+    serve_once(&["--lazy"], "lazy");
+}
+
+#[test]
+fn serve_refuses_two_modes() {
+    let dir = tempfile::tempdir().unwrap();
+    for flags in [["--logged", "--flush-pages"], ["--lazy", "--flush-pages"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(flags)
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{flags:?}: a usage error");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("cannot be used with"),
+            "{flags:?}"
+        );
+    }
+}
+
+/// Serves a fresh environment with `flags`, writes and reads a document, checks that
+/// `/_stats` names `durability`, stops the server with SIGTERM and finds the document.
+fn serve_once(flags: &[&str], durability: &str) {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
         .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(flags)
         .arg(dir.path())
         .stdout(Stdio::piped())
         .spawn()
@@ -50,6 +78,14 @@ fn serve_answers_and_stops_on_sigterm() {
     assert!(
         get.starts_with("HTTP/1.1 200") && get.ends_with(body),
         "{get}"
+    );
+    let stats = request(
+        &addr,
+        "GET /_stats HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert!(
+        stats.contains(&format!("\"durability\":\"{durability}\"")),
+        "{flags:?}: {stats}"
     );
 
     let st = Command::new("kill")

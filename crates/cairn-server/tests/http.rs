@@ -20,7 +20,8 @@ fn health_and_stats() {
     let st = c.get("/_stats").json();
     assert_eq!(st["collections"]["a"]["documents"], 2);
     assert_eq!(st["collections"]["b"]["documents"], 1);
-    assert_eq!(st["env"]["durability"], "durable");
+    // The default: durable through the commit log.
+    assert_eq!(st["env"]["durability"], "logged");
     assert!(st["env"]["max_key_size"].as_u64().unwrap() > 100);
 }
 
@@ -598,14 +599,14 @@ fn lazy_mode_serves_and_says_so() {
 }
 
 #[test]
-fn logged_mode_serves_and_says_so() {
-    let s = TestServer::start_with(|c| c.logged = true, cairn_server::router);
+fn page_flushing_mode_serves_and_says_so() {
+    let s = TestServer::start_with(|c| c.logged = false, cairn_server::router);
     let mut c = s.conn();
     for i in 0..20 {
         assert_eq!(c.put(&format!("/z/{i}"), r#"{"a":1}"#).status, 201);
     }
     assert_eq!(c.get("/z/7").json()["a"], 1);
-    assert_eq!(c.get("/_stats").json()["env"]["durability"], "logged");
+    assert_eq!(c.get("/_stats").json()["env"]["durability"], "durable");
 }
 
 #[test]

@@ -5,7 +5,8 @@
 //!
 //! The server is this test binary run again as a child (`child_server`, which serves only
 //! when `CAIRN_SERVE_CHILD` names a directory), through `cairn_server::serve`, the function
-//! `cairn serve` runs: durable mode, group commit, the real signal and process boundaries.
+//! `cairn serve` runs: both durable modes (logged, the default, and page flushing), group
+//! commit, the real signal and process boundaries.
 
 mod common;
 
@@ -26,6 +27,8 @@ fn child_server() {
     };
     let mut cfg = cairn_server::Config::new(dir);
     cfg.listen = "127.0.0.1:0".parse().unwrap();
+    // The default is logged; the page-flushing mode is killed too.
+    cfg.logged = std::env::var("CAIRN_SERVE_PAGES").is_err();
     cairn_server::serve(cfg).unwrap();
 }
 
@@ -39,11 +42,17 @@ impl Drop for Killed {
     }
 }
 
-/// Starts the child server on `dir`; returns it and its address.
-fn spawn(dir: &std::path::Path) -> (Killed, SocketAddr) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_server", "--nocapture", "--test-threads=1"])
+/// Starts the child server on `dir` (`pages`: in the page-flushing mode, else the default
+/// logged one); returns it and its address.
+fn spawn(dir: &std::path::Path, pages: bool) -> (Killed, SocketAddr) {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "child_server", "--nocapture", "--test-threads=1"])
         .env("CAIRN_SERVE_CHILD", dir)
+        .env_remove("CAIRN_SERVE_PAGES");
+    if pages {
+        cmd.env("CAIRN_SERVE_PAGES", "1");
+    }
+    let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -202,12 +211,26 @@ fn sigkill_under_write_load_keeps_every_acknowledged_write() {
     if std::env::var("CAIRN_SERVE_CHILD").is_ok() {
         return;
     }
+    kill_rounds(false);
+}
+
+#[test]
+fn sigkill_under_write_load_keeps_every_acknowledged_write_flushing_pages() {
+    if std::env::var("CAIRN_SERVE_CHILD").is_ok() {
+        return;
+    }
+    kill_rounds(true);
+}
+
+/// Three rounds of 8 writers against a server SIGKILLed mid-stream, then every promise
+/// checked on a restarted server (`pages`: the page-flushing mode, else the logged default).
+fn kill_rounds(pages: bool) {
     let dir = tempfile::tempdir().unwrap();
     let mut ledger = Ledger::default();
     const ROUNDS: usize = 3;
     const WRITERS: usize = 8;
     for round in 0..ROUNDS {
-        let (child, addr) = spawn(dir.path());
+        let (child, addr) = spawn(dir.path(), pages);
         let stop = Arc::new(AtomicBool::new(false));
         let writers: Vec<_> = (0..WRITERS)
             .map(|w| {
@@ -235,7 +258,7 @@ fn sigkill_under_write_load_keeps_every_acknowledged_write() {
         ledger.acked.len()
     );
 
-    let (_child, addr) = spawn(dir.path());
+    let (_child, addr) = spawn(dir.path(), pages);
     let mut c = Conn::connect(addr);
     let docs = all_docs(&mut c);
     // Every acknowledged write is there, whole.
@@ -319,7 +342,8 @@ fn sigkill_under_write_load_keeps_every_acknowledged_write() {
         assert_eq!(etag, format!("\"{seq:x}\""), "{id}");
     }
     eprintln!(
-        "{} acknowledged writes, {} bulks whole, {} absent, {} documents after {ROUNDS} kills",
+        "{} acknowledged writes, {} bulks whole, {} absent, {} documents after {ROUNDS} kills \
+         (pages: {pages})",
         ledger.acked.len(),
         whole,
         none,
