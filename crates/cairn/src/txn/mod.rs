@@ -2,7 +2,8 @@
 //! write transaction owns the writer state, keeps copies of the pages it changes ("dirty"
 //! pages, at new page numbers: copy-on-write), and is published by `commit`.
 //!
-//! Parts: `read` (RoTxn), `write` (RwTxn: puts, deletes, databases, the page writer),
+//! Parts: `read` (RoTxn), `write` (RwTxn: puts, deletes, the page writer), `dbs` (RwTxn's
+//! named databases: create, open, clear, drop),
 //! `nested` (nested transactions and their undo records), `dup` (sorted-duplicate operations),
 //! `commit` (publishing a write transaction).
 //!
@@ -14,6 +15,7 @@
 //!   high-water mark are restored from the level's mark on abort.
 
 mod commit;
+mod dbs;
 mod dup;
 mod nested;
 mod read;
