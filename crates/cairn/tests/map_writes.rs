@@ -166,6 +166,78 @@ fn nested_aborts_restore_pages_in_place() {
     assert!(read_all(&env, env.main_db()) == model, "after reopen");
 }
 
+/// Two levels deep (as a group commit's job inside its own level runs): an inner level
+/// changes pages its outer level and the transaction changed, is merged or undone, and then
+/// the outer level is undone or kept. Each undo gives back exactly the state before its level
+/// (the images the levels saved, merged with the inner one's dropped where the outer one
+/// saved the page first).
+fn two_nesting_levels_merge_and_undo() {
+    let (_dir, env) = lazy_env();
+    let db = env.main_db();
+    let mut model = Model::new();
+    let mut w = env.write_txn().unwrap();
+    let snapshot = |t: &cairn::RwTxn<'_>| -> Model {
+        t.iter(db)
+            .unwrap()
+            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    for i in 0..1500u64 {
+        let (k, v) = (key(i), vec![(i % 241) as u8; 40 + (i % 70) as usize]);
+        w.put(db, &k, &v, PutFlags::empty()).unwrap();
+        model.insert(k, v);
+    }
+    for round in 0..8u64 {
+        let before_outer = snapshot(&w);
+        assert!(
+            before_outer == model,
+            "round {round}: before the outer level"
+        );
+        let mut outer = w.nested().unwrap();
+        for i in 0..400u64 {
+            let k = key(i * 3 + round);
+            outer
+                .put(db, &k, &[0xA0 | (round as u8 & 0xF); 90], PutFlags::empty())
+                .unwrap();
+        }
+        let outer_state = snapshot(&outer);
+        {
+            let mut inner = outer.nested().unwrap();
+            for i in 0..600u64 {
+                let k = key(i * 2 + round);
+                if i % 4 == 0 {
+                    inner.delete(db, &k).unwrap();
+                } else {
+                    inner.put(db, &k, &[0xB7; 150], PutFlags::empty()).unwrap();
+                }
+            }
+            if round % 2 == 0 {
+                inner.commit().unwrap();
+            } else {
+                inner.abort();
+                assert!(
+                    snapshot(&outer) == outer_state,
+                    "round {round}: the inner undo did not give back the outer level's state"
+                );
+            }
+        }
+        if round % 4 < 2 {
+            outer.abort();
+            assert!(
+                snapshot(&w) == before_outer,
+                "round {round}: the outer undo did not give back the transaction's state"
+            );
+        } else {
+            let kept = snapshot(&outer);
+            outer.commit().unwrap();
+            model = kept;
+        }
+    }
+    w.commit().unwrap();
+    assert!(read_all(&env, db) == model);
+}
+
 /// A lazy handle writing in place and a durable one writing with pwrite take turns on one
 /// file, in one process: each sees the other's commits and the checker passes throughout.
 fn handles_of_both_kinds_share_a_file() {
@@ -270,6 +342,7 @@ fn hot_copies_while_writing_in_place() {
 fn map_writes() {
     pages_go_in_place();
     nested_aborts_restore_pages_in_place();
+    two_nesting_levels_merge_and_undo();
     handles_of_both_kinds_share_a_file();
     hot_copies_while_writing_in_place();
 }

@@ -5,9 +5,13 @@
 use crate::error::Result;
 use crate::pagebuf::PageBuf;
 use crate::pageset::PageMap;
+use std::collections::hash_map::Entry;
 
 use super::write::TxnDb;
 use super::RwTxn;
+
+/// Page buffers kept for reuse at most (the writer state's pool, as `finish` keeps it).
+const POOL_MAX: usize = 1024;
 
 /// Undo record of one nesting level.
 pub(crate) struct Frame {
@@ -25,7 +29,9 @@ impl<'env> RwTxn<'env> {
     /// Begins a nested transaction: its changes join this one on `commit`, or vanish alone.
     pub fn nested(&mut self) -> Result<Nested<'_, 'env>> {
         let frame = Frame {
-            saved: PageMap::default(),
+            // Room for the pages a typical level changes (a document and its feed record and
+            // index entries: ~8), so the map is not regrown page by page.
+            saved: PageMap::with_capacity_and_hasher(16, Default::default()),
             free_mark: self.ws().free.mark(),
             npages: self.npages,
             dbs: self.dbs.clone(),
@@ -92,20 +98,53 @@ impl<'env> RwTxn<'env> {
 
     fn merge_frame(&mut self) {
         let f = self.frames.pop().expect("frame");
+        let ps = self.env.inner.page_size;
+        let pool = &mut self.ws.as_mut().expect("writer state").pool;
+        // Images no level needs any more (the parent saved the page before, or there is no
+        // parent) go back to the page buffers' pool: a group commit saves several pages per
+        // job, and allocating each image was a third of saving it.
+        let mut recycle = |img: Option<Box<[u8]>>| {
+            if let Some(img) = img {
+                if img.len() == ps && pool.len() < POOL_MAX {
+                    pool.push(img);
+                }
+            }
+        };
         if let Some(parent) = self.frames.last_mut() {
             for (pgno, old) in f.saved {
-                parent.saved.entry(pgno).or_insert(old);
+                match parent.saved.entry(pgno) {
+                    Entry::Occupied(_) => recycle(old),
+                    Entry::Vacant(v) => {
+                        v.insert(old);
+                    }
+                }
             }
+        } else {
+            f.saved.into_values().for_each(recycle);
         }
     }
 
     #[inline]
     pub(super) fn save_for_frame(&mut self, pgno: u64) {
         if let Some(f) = self.frames.last_mut() {
-            let dirty = &self.dirty;
-            f.saved
-                .entry(pgno)
-                .or_insert_with(|| dirty.get(&pgno).map(|b| Box::from(&b[..])));
+            let (dirty, ws, ps) = (&self.dirty, &mut self.ws, self.env.inner.page_size);
+            f.saved.entry(pgno).or_insert_with(|| {
+                dirty.get(&pgno).map(|b| {
+                    // A page-sized image reuses a pooled buffer (every byte is overwritten).
+                    match ws.as_mut().and_then(|w| w.pool.pop()) {
+                        Some(mut buf) if b.len() == ps => {
+                            buf.copy_from_slice(b);
+                            buf
+                        }
+                        other => {
+                            if let (Some(buf), Some(w)) = (other, ws.as_mut()) {
+                                w.pool.push(buf);
+                            }
+                            Box::from(&b[..])
+                        }
+                    }
+                })
+            });
         }
     }
 }
