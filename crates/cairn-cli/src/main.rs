@@ -1,6 +1,8 @@
 //! The `cairn` command. Exit status follows LMDB's tools: 0 on success, 1 (EXIT_FAILURE) on any
 //! error, usage errors included.
 
+mod alloc;
+
 use cairn_cli::cli::{Cli, Command, Common};
 use cairn_cli::{version_line, CliError, EnvPath};
 use clap::Parser;

@@ -30,8 +30,6 @@
 //!   (module `routes`).
 //! - Every error response is JSON (module `error`).
 
-#[cfg(feature = "mimalloc")]
-mod alloc;
 pub mod cluster;
 pub mod decode;
 pub mod error;
