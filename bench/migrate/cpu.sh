@@ -9,7 +9,7 @@ set -eu
 SRC=$1; WORK=$2; shift 2
 mkdir -p "$WORK"
 for b in "$@"; do
-  rm -rf "$WORK/m"; cp -r "$SRC" "$WORK/m"
+  rm -rf "$WORK/m"; cp -r "$SRC" "$WORK/m"; sync
   cat "$SRC/data.mdb" "$WORK/m/data.mdb" > /dev/null
   echo "$(uptime | sed 's/.*load/load/')"
   /usr/bin/time -f "$b: %e s elapsed, %U s user, %S s sys, %M KiB peak RSS" "$b" migrate -q "$WORK/m" > /dev/null
