@@ -151,21 +151,24 @@ impl Walk {
         from: Option<(u64, usize)>,
     ) -> Result<()> {
         let level = self.stack.len() + 1;
-        let (blame, via) = match from {
-            Some((p, i)) => (p, format!("branch node {i} points to page {pgno}")),
-            None => (pgno, format!("root page {pgno}")),
+        // The description is made only for an error: this runs once per page read.
+        let blame = from.map_or(pgno, |(p, _)| p);
+        let via = || match from {
+            Some((_, i)) => format!("branch node {i} points to page {pgno}"),
+            None => format!("root page {pgno}"),
         };
         if pgno < 2 || pgno >= env.pages() {
             return Err(Error::corrupt(
                 blame,
-                format!("{via}, outside pages 2..={}", env.pages() - 1),
+                format!("{}, outside pages 2..={}", via(), env.pages() - 1),
             ));
         }
         if level > usize::from(self.depth) {
             return Err(Error::corrupt(
                 blame,
                 format!(
-                    "{via} at level {level}, below the tree's recorded depth {}",
+                    "{} at level {level}, below the tree's recorded depth {}",
+                    via(),
                     self.depth
                 ),
             ));
@@ -173,7 +176,10 @@ impl Walk {
         if !seen.visit(pgno) {
             return Err(Error::corrupt(
                 blame,
-                format!("{via}, which was visited already (a cycle, or a page in two trees)"),
+                format!(
+                    "{}, which was visited already (a cycle, or a page in two trees)",
+                    via()
+                ),
             ));
         }
         let buf = env.page(pgno)?;
@@ -181,7 +187,7 @@ impl Walk {
         if s.hdr.pgno != pgno {
             return Err(Error::corrupt(
                 pgno,
-                format!("its page number field says {} ({via})", s.hdr.pgno),
+                format!("its page number field says {} ({})", s.hdr.pgno, via()),
             ));
         }
         let kind = s.hdr.flags & (P_BRANCH | P_LEAF | P_OVERFLOW | P_META | P_LEAF2 | P_SUBP);
@@ -239,6 +245,11 @@ impl Walk {
     /// The current leaf page's bytes.
     pub fn leaf_bytes(&self) -> &[u8] {
         &self.stack.last().expect("positioned").buf
+    }
+
+    /// Whether the current entry is its leaf page's last.
+    pub fn at_leaf_end(&self) -> bool {
+        self.stack.last().is_some_and(|t| t.idx + 1 >= t.s.count)
     }
 
     /// The current leaf's page number and entry index.
@@ -355,7 +366,10 @@ pub struct Pairs<'e> {
     val: Val,
     ov: Vec<u8>,
     count: u64,
+    /// The last key of the leaf page before the current one (see `advance`).
     last_key: Vec<u8>,
+    /// The page of the key returned last (`u64::MAX`: none yet).
+    key_pg: u64,
     last_val: Vec<u8>,
     key_order: Order,
     dup_order: Order,
@@ -382,6 +396,7 @@ impl<'e> Pairs<'e> {
             ov: Vec::new(),
             count: 0,
             last_key: Vec::new(),
+            key_pg: u64::MAX,
             last_val: Vec::new(),
             key_order: Order::keys(rec.flags),
             dup_order: Order::dups(rec.flags),
@@ -490,9 +505,18 @@ impl<'e> Pairs<'e> {
             return Ok(false);
         }
         let (pgno, node) = self.walk.leaf_node()?;
+        let prev_key = self.key;
         self.key = node.key;
         let key = &self.walk.leaf_bytes()[node.key.0..node.key.1];
-        if self.count > 0 && self.key_order.cmp(&self.last_key, key) != Ordering::Less {
+        // The key before this one: on the same page, read in place (a page is visited once
+        // per walk, so the same number is the same image); else the copy made of the last
+        // key of the page before.
+        let prev: &[u8] = if self.key_pg == pgno {
+            &self.walk.leaf_bytes()[prev_key.0..prev_key.1]
+        } else {
+            &self.last_key
+        };
+        if self.count > 0 && self.key_order.cmp(prev, key) != Ordering::Less {
             return Err(Error::corrupt(
                 pgno,
                 format!(
@@ -501,8 +525,11 @@ impl<'e> Pairs<'e> {
                 ),
             ));
         }
-        self.last_key.clear();
-        self.last_key.extend_from_slice(key);
+        self.key_pg = pgno;
+        if self.walk.at_leaf_end() {
+            self.last_key.clear();
+            self.last_key.extend_from_slice(key);
+        }
         let plen = self.walk.leaf_bytes().len();
         let dsize = node.data_size as usize;
         let inline = |what: &str| -> Result<(usize, usize)> {

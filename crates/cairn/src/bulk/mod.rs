@@ -11,7 +11,7 @@
 //!   of the main database is the last page.
 //! - Every page is sealed (number, writer, checksum) on its way to the file (by the writer
 //!   thread, or here for a run too large for one buffer) and goes to the file
-//!   through aligned buffers of [`FLUSH_AT`] bytes handed to a writer thread (`out.rs`:
+//!   through aligned buffers of [`FLUSH_AT`] bytes handed to writer threads (`out.rs`:
 //!   O_DIRECT where the filesystem takes it); values too large for one buffer go through
 //!   several. Memory: one page per tree level of each open tree (the database's and, while a
 //!   key's duplicates are being written, its sub-tree's), the writer's few buffers, and one

@@ -1,38 +1,54 @@
-//! The bulk builder's output: sealed pages gathered in aligned buffers and written by a writer
-//! thread, with O_DIRECT where the filesystem takes it, so the build's CPU work and the disk's
-//! work overlap and no copy goes through the page cache (docs/design.md, "Bulk builder").
+//! The bulk builder's output: sealed pages gathered in aligned buffers and written by
+//! [`WRITERS`] writer threads, with O_DIRECT where the filesystem takes it, so the build's CPU
+//! work and the disk's work overlap and no copy goes through the page cache (docs/design.md,
+//! "Bulk builder"). Several writes are in flight at once: with one, each O_DIRECT write waits
+//! for its completion and then for a core to run the writer again, and while the reader and
+//! builder keep both cores busy the disk sits idle in between (measured: docs/bench/
+//! migrate.md). The file is preallocated ahead of the writes ([`PREALLOC`] at a time, its
+//! length with it), because writes that extend a file are serialized by the filesystem.
 //!
 //! Invariants:
 //! - A buffer starts at an address aligned to [`ALIGN`] and holds whole pages (page sizes are
 //!   multiples of 4096), written at the offset of its first page: what O_DIRECT asks of a
 //!   write. Where a write is refused for its alignment anyway (EINVAL) or the file cannot be
-//!   opened with O_DIRECT, the file is reopened without it and every later write is a
-//!   buffered one, in 16 KiB calls (`os::pwritev_all`) with a write-back hint every 32 MiB.
-//! - At most [`BUFFERS`] buffers exist: the builder waits for the writer to hand one back
+//!   opened with O_DIRECT, that writer reopens the file without it and its later writes are
+//!   buffered ones, in 16 KiB calls (`os::pwritev_all`) with a write-back hint every 32 MiB.
+//! - At most [`BUFFERS`] buffers exist: the builder waits for a writer to hand one back
 //!   (memory stays bounded whatever the disk's speed).
 //! - Pages come unfinished unless the hand-over says otherwise: the writer sets each branch
 //!   and leaf page's prefix and hints (`format/fill.rs`: the builder fills pages by appends
 //!   and leaves those for last), stamps each page (or overflow run, its span read from its
 //!   header) with its number, from the buffer's offset, and the bulk writer's txnid, and
-//!   seals it with its checksum before writing it: that work costs the writer's core, not the
-//!   builder's. Nothing reads a page's prefix, hints, number or checksum before that.
-//! - The writer writes buffers in the order they were queued and stops at its first error;
-//!   the builder sees that error at its next hand-over or at [`Out::finish`], and nothing is
-//!   written after it. Durability comes from the one fdatasync of [`Out::finish`] alone (an
-//!   O_DIRECT write leaves the device cache and the file's size unflushed).
+//!   seals it with its checksum before writing it: that work costs a writer's core, not the
+//!   builder's. Nothing reads a page's prefix, hints, number or checksum before that. A
+//!   buffer's pages depend on nothing outside it, so the writers may take buffers in any
+//!   order and write them side by side, each at its own offset.
+//! - A writer stops at its first error; the builder sees it at its next hand-over or at
+//!   [`Out::finish`], which stops and joins every writer (no write is in flight after either
+//!   returns). Page 0 is written after every writer has ended, then the file's length is set
+//!   to the end of the pages (preallocation may have gone past it) and it is flushed: the
+//!   one fdatasync of [`Out::finish`] is the only durability (an O_DIRECT write leaves the
+//!   device cache and the file's size unflushed).
 
 use crate::error::{Error, Result};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// Alignment of a buffer's start (the largest logical block size O_DIRECT asks for).
 pub(crate) const ALIGN: usize = 4096;
 /// Buffers in flight at most (one being filled, the rest queued or being written).
-const BUFFERS: usize = 4;
+const BUFFERS: usize = 8;
+/// Writer threads: writes in flight at once. One write at a time leaves the disk idle while
+/// the writer waits for a core to take its completion (both cores busy building).
+const WRITERS: usize = 3;
+/// Bytes preallocated at a time ahead of the writes (the length with them).
+const PREALLOC: u64 = 64 << 20;
 /// Bytes written buffered between two write-back hints (the fallback only).
 const WRITEBACK_EVERY: u64 = 32 << 20;
 
@@ -134,17 +150,33 @@ impl Dest {
     }
 }
 
-/// The writer thread and the buffers it shares with the builder.
+/// A buffer to write: its byte offset, whether its pages are to be sealed first, the bytes.
+type Job = (u64, bool, AlignedBuf);
+
+/// The writer threads and the buffers they share with the builder.
 pub(crate) struct Out {
-    queue: Option<SyncSender<(u64, bool, AlignedBuf)>>,
+    queue: Option<SyncSender<Job>>,
     free: Receiver<AlignedBuf>,
     made: usize,
     cap: usize,
-    thread: Option<JoinHandle<io::Result<Dest>>>,
+    threads: Vec<JoinHandle<io::Result<Dest>>>,
+    /// Set by the first writer that fails: the others stop at their next buffer, and the
+    /// builder at its next hand-over.
+    failed: Arc<AtomicBool>,
+    /// The file, for preallocation, the commit record, the final length and the flush.
+    file: File,
+    /// The end of the region preallocated so far.
+    alloc_to: u64,
+    /// Whether to keep preallocating (off where unsupported or failed, and without O_DIRECT).
+    prealloc: bool,
+    path: PathBuf,
+    direct: bool,
+    /// The end of the last byte queued.
+    end: u64,
 }
 
 impl Out {
-    /// Creates the file at `path` (which must not exist) and starts its writer; buffers hold
+    /// Creates the file at `path` (which must not exist) and starts its writers; buffers hold
     /// `cap` bytes.
     pub(crate) fn create(path: &Path, cap: usize, ps: usize) -> Result<Out> {
         let open = |direct: bool| {
@@ -164,44 +196,57 @@ impl Out {
             }
             Err(e) => (Err(e), false),
         };
-        let file = file.map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
-        let mut dest = Dest {
-            file,
-            path: path.to_path_buf(),
-            direct,
-            unhinted: 0,
-            hinted_to: 0,
-        };
-        let (queue, jobs) = sync_channel::<(u64, bool, AlignedBuf)>(BUFFERS);
+        let created = |e| Error::io(format!("creating {}", path.display()), e);
+        let file = file.map_err(created)?;
+        let (queue, jobs) = sync_channel::<Job>(BUFFERS);
+        let jobs = Arc::new(Mutex::new(jobs));
         let (give_back, free) = sync_channel::<AlignedBuf>(BUFFERS);
-        let thread = std::thread::Builder::new()
-            .name("cairn-bulk-writer".into())
-            .spawn(move || {
-                // Bounded by the buffers the builder queues; ends when it drops the queue.
-                for (off, seal, mut b) in jobs {
-                    if seal {
-                        seal_pages(b.as_mut(), off / ps as u64, ps)?;
+        let failed = Arc::new(AtomicBool::new(false));
+        let mut threads = Vec::with_capacity(WRITERS);
+        for _ in 0..WRITERS {
+            let dest = Dest {
+                file: file.try_clone().map_err(created)?,
+                path: path.to_path_buf(),
+                direct,
+                unhinted: 0,
+                hinted_to: 0,
+            };
+            let (jobs, give_back) = (Arc::clone(&jobs), give_back.clone());
+            let failed = Arc::clone(&failed);
+            let t = std::thread::Builder::new()
+                .name("cairn-bulk-writer".into())
+                .spawn(move || {
+                    let r = write_jobs(dest, &jobs, &give_back, &failed, ps);
+                    if r.is_err() {
+                        failed.store(true, Ordering::Release);
                     }
-                    dest.write_at(off, b.as_slice())?;
-                    b.clear();
-                    // The builder may have stopped taking buffers back: not an error here.
-                    let _ = give_back.send(b);
-                }
-                Ok(dest)
-            })
-            .map_err(|e| Error::io("starting the bulk writer thread", e))?;
+                    r
+                })
+                .map_err(|e| Error::io("starting the bulk writer thread", e))?;
+            threads.push(t);
+        }
         Ok(Out {
             queue: Some(queue),
             free,
             made: 0,
             cap,
-            thread: Some(thread),
+            threads,
+            failed,
+            file,
+            alloc_to: 0,
+            prealloc: direct,
+            end: 0,
+            path: path.to_path_buf(),
+            direct,
         })
     }
 
-    /// An empty buffer: a new one while fewer than [`BUFFERS`] exist, else the next one the
+    /// An empty buffer: a new one while fewer than [`BUFFERS`] exist, else the next one a
     /// writer hands back (waiting for it).
     pub(crate) fn buffer(&mut self) -> Result<AlignedBuf> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(self.stopped());
+        }
         if self.made < BUFFERS {
             self.made += 1;
             return Ok(AlignedBuf::new(self.cap));
@@ -215,6 +260,25 @@ impl Out {
     /// Queues `b` to be written at byte offset `off`; `seal`: its pages are to be stamped and
     /// sealed first (see the module's documentation).
     pub(crate) fn write(&mut self, off: u64, seal: bool, b: AlignedBuf) -> Result<()> {
+        // Saturating: an offset past any file fails in the writer, which reports it.
+        let end = off.saturating_add(b.len() as u64);
+        self.end = self.end.max(end);
+        if self.prealloc && end > self.alloc_to {
+            // Blocks allocated ahead, the length with them: the writes land inside the file,
+            // which lets them run side by side (an extending write is serialized). Only an
+            // optimization: where it fails or is unsupported, the writes extend the file.
+            let to = end.checked_next_multiple_of(PREALLOC).unwrap_or(end);
+            match crate::os::preallocate(&self.file, self.alloc_to, to - self.alloc_to) {
+                Ok(true) => self.alloc_to = to,
+                // Unsupported: the fallback set the length over holes (`finish` sets it back
+                // to the pages' end).
+                Ok(false) => {
+                    self.alloc_to = to;
+                    self.prealloc = false;
+                }
+                Err(_) => self.prealloc = false,
+            }
+        }
         let sent = self.queue.as_ref().map(|q| q.send((off, seal, b)));
         match sent {
             Some(Ok(())) => Ok(()),
@@ -222,31 +286,89 @@ impl Out {
         }
     }
 
-    /// The writer's error, once it stopped early (it ends only on an error or at `finish`).
-    fn stopped(&mut self) -> Error {
+    /// Stops the writers and waits for them: their first error, if any.
+    fn join(&mut self) -> Option<Error> {
         self.queue = None;
-        match self.thread.take().map(JoinHandle::join) {
-            Some(Ok(Err(e))) => Error::io("writing the bulk-built file", e),
-            Some(Err(_)) => Error::internal("the bulk writer thread panicked"),
-            _ => Error::internal("the bulk writer stopped"),
+        // Buffers handed back meanwhile are dropped (the builder takes no more).
+        let mut first = None;
+        for t in self.threads.drain(..) {
+            while self.free.try_recv().is_ok() {}
+            let e = match t.join() {
+                Ok(Ok(_)) => None,
+                Ok(Err(e)) => Some(Error::io("writing the bulk-built file", e)),
+                Err(_) => Some(Error::internal("the bulk writer thread panicked")),
+            };
+            first = first.or(e);
         }
+        first
     }
 
-    /// Waits for every queued buffer to be written, writes `page0` at offset 0 and flushes the
-    /// file (fdatasync).
+    /// The writers' error, once one stopped early (they end only on an error or at `finish`).
+    fn stopped(&mut self) -> Error {
+        self.join()
+            .unwrap_or_else(|| Error::internal("the bulk writer stopped"))
+    }
+
+    /// Waits for every queued buffer to be written, writes `page0` at offset 0, sets the
+    /// file's length to the end of what was written and flushes the file (fdatasync).
     pub(crate) fn finish(mut self, page0: &[u8]) -> Result<()> {
-        self.queue = None;
-        let mut dest = match self.thread.take().map(JoinHandle::join) {
-            Some(Ok(Ok(d))) => d,
-            Some(Ok(Err(e))) => return Err(Error::io("writing the bulk-built file", e)),
-            _ => return Err(Error::internal("the bulk writer thread panicked")),
-        };
+        if let Some(e) = self.join() {
+            return Err(e);
+        }
         let mut b = AlignedBuf::new(page0.len());
         b.extend_from_slice(page0);
+        let mut dest = Dest {
+            file: self
+                .file
+                .try_clone()
+                .map_err(|e| Error::io("writing the bulk-built file", e))?,
+            path: self.path.clone(),
+            direct: self.direct,
+            unhinted: 0,
+            hinted_to: 0,
+        };
         dest.write_at(0, b.as_slice())
             .map_err(|e| Error::io("writing the bulk-built file's commit record", e))?;
-        crate::os::datasync(&dest.file).map_err(|e| Error::io("flushing the bulk-built file", e))
+        let len = self.end.max(page0.len() as u64);
+        if self.alloc_to > len {
+            self.file
+                .set_len(len)
+                .map_err(|e| Error::io("setting the bulk-built file's length", e))?;
+        }
+        crate::os::datasync(&self.file).map_err(|e| Error::io("flushing the bulk-built file", e))
     }
+}
+
+/// One writer thread: takes buffers from the shared queue, seals their pages and writes them
+/// at their offsets, hands them back. Bounded by the buffers the builder queues; ends when it
+/// drops the queue, or at the first error (which ends the others at the builder's next
+/// hand-over, which then joins them).
+fn write_jobs(
+    mut dest: Dest,
+    jobs: &Mutex<Receiver<Job>>,
+    give_back: &SyncSender<AlignedBuf>,
+    failed: &AtomicBool,
+    ps: usize,
+) -> io::Result<Dest> {
+    loop {
+        // A poisoned lock means another writer panicked: stop too.
+        let job = match jobs.lock() {
+            Ok(q) => q.recv(),
+            Err(_) => return Err(io::Error::other("a bulk writer thread panicked")),
+        };
+        let Ok((off, seal, mut b)) = job else { break };
+        if failed.load(Ordering::Acquire) {
+            break;
+        }
+        if seal {
+            seal_pages(b.as_mut(), off / ps as u64, ps)?;
+        }
+        dest.write_at(off, b.as_slice())?;
+        b.clear();
+        // The builder may have stopped taking buffers back: not an error here.
+        let _ = give_back.send(b);
+    }
+    Ok(dest)
 }
 
 /// Finishes, stamps and seals the pages of `b`, the first of which is page `first`: page by page, an
@@ -280,13 +402,9 @@ fn seal_pages(b: &mut [u8], first: u64, ps: usize) -> io::Result<()> {
 
 impl Drop for Out {
     fn drop(&mut self) {
-        // An abandoned build (an error elsewhere): stop the writer and wait for it, so no
+        // An abandoned build (an error elsewhere): stop the writers and wait for them, so no
         // write lands after the caller removes the file.
-        self.queue = None;
-        while self.free.try_recv().is_ok() {}
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        let _ = self.join();
     }
 }
 
