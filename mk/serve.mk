@@ -52,6 +52,32 @@ bench-serve-peers:
 	  --peers $(BENCH_PEERS) $(BENCH_PEERS_ARGS)
 	$(SERVE_VENV)/bin/python bench/serve/report.py docs/bench/serve/peers
 
+# Closed-loop GETs driven by wrk (Debian's package, installed when missing) instead of oha, the
+# POSTs still by oha: Cairn and PostgreSQL (docs/bench/serve/README.md, "The load generator's
+# ceiling"). At 1,000 connections oha spends its whole core near 32,000 GETs/s, so a faster
+# server cannot show there; wrk's Lua script (bench/serve/wrk_get.lua) asks for the same random
+# preloaded ids and reports in oha's JSON shape. Results in docs/bench/serve/reads-wrk.
+BENCH_READS_ARGS ?= --seconds 5 --conns 100,1000,4000 --repeat 3
+define need_wrk
+@command -v wrk >/dev/null || { \
+  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+  $$SUDO apt-get install -y wrk || { $$SUDO apt-get update && $$SUDO apt-get install -y wrk; }; }
+endef
+.PHONY: bench-serve-reads
+bench-serve-reads:
+	$(CARGO) build --release -p cairn-cli
+	$(CARGO) build --release -p cairn-bench-serve-pg
+	@test -x $(OHA) || $(CARGO) install oha --locked --root target/tools
+	@test -x $(SERVE_VENV)/bin/gunicorn || { python3 -m venv $(SERVE_VENV) && \
+	  $(SERVE_VENV)/bin/pip install -q flask gunicorn lmdb matplotlib; }
+	$(need_wrk)
+	$(need_postgres)
+	rm -rf docs/bench/serve/reads-wrk
+	python3 bench/serve/run.py --cairn target/release/cairn --oha $(OHA) \
+	  --serve-pg target/release/cairn-bench-serve-pg --out docs/bench/serve/reads-wrk \
+	  --peers cairn,postgres --get-generator wrk $(BENCH_READS_ARGS)
+	$(SERVE_VENV)/bin/python bench/serve/report.py docs/bench/serve/reads-wrk/peers
+
 # Latency at a fixed rate (issue 23's read p99 at 4,000 connections; not part of `make test`;
 # docs/bench/serve/README.md "Fixed rate"): Cairn and PostgreSQL, GETs offered at fixed rates
 # over 4,000 connections, latency-corrected, 30 s a run; results in

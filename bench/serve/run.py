@@ -254,6 +254,17 @@ def oha(oha_bin, args, conns, seconds, rate):
     return json.loads(out)
 
 
+def wrk_get(addr, conns, seconds):
+    """A closed loop of GETs by random preloaded id with wrk (Debian's package; one thread on
+    core 1), reported in oha's JSON shape (bench/serve/wrk_get.lua)."""
+    lua = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wrk_get.lua")
+    cmd = pin(1) + ["wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "--timeout", "10s", "-s", lua,
+                    f"http://{addr}"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    line = next(ln for ln in out.splitlines() if ln.startswith('{"summary"'))
+    return json.loads(line)
+
+
 def requests(addr):
     body = json.dumps(DOC)
     post = ["-m", "POST", "-H", "content-type: application/json", "-d", body,
@@ -286,7 +297,10 @@ def peers(a):
                 for conns in [int(c) for c in a.conns.split(",")]:
                     kinds = [("post", post), ("get", get)]
                     for kind, args in kinds:
-                        r = oha(a.oha, args, conns, a.seconds, a.rate)
+                        if kind == "get" and a.get_generator == "wrk" and not a.rate:
+                            r = wrk_get(addr, conns, a.seconds)
+                        else:
+                            r = oha(a.oha, args, conns, a.seconds, a.rate)
                         r["when"] = time.strftime("%H:%M:%S", time.gmtime())
                         r["loadavg"] = os.getloadavg()[0]
                         with open(os.path.join(d, f"{kind}-{conns}-{rep}.json"), "w") as f:
@@ -345,6 +359,9 @@ def main():
     ap.add_argument("--first-round", type=int, default=1,
                     help="--peers: number of the first round (to add rounds to a run's reports)")
     ap.add_argument("--mix", action="store_true", help="--peers: also the 90/10 mix")
+    ap.add_argument("--get-generator", choices=["oha", "wrk"], default="oha",
+                    help="--peers: what drives the closed-loop GETs (wrk: bench/serve/wrk_get.lua;"
+                         " oha's own core caps it near 32,000 GETs/s at 1,000 connections)")
     a = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
