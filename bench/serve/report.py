@@ -146,7 +146,10 @@ def main():
         "oha on core 1 (`taskset`), closed loop, HTTP/1.1, loopback, 10,000 documents "
         "preloaded. Servers:",
         "",
-        "- **Cairn**: `cairn serve --max-in-flight 8192` (durable group commit).",
+        "- **Cairn**: `cairn serve --max-in-flight 8192` (durable group commit; since session "
+        "15 durable through the commit log, `--logged`, the default).",
+        "- **Cairn --flush-pages**: the same, each group commit flushing its pages (the "
+        "default before).",
         "- **Cairn --no-group**: the same, one transaction (one flush) per write.",
         f"- **Flask+py-lmdb/gunicorn** ({py}): bench/serve/flask_lmdb.py, 5 sync workers "
         "(gunicorn's 2 x cores + 1), `lmdb.open(sync=True)`; sync workers close the "
