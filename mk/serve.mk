@@ -38,13 +38,17 @@ endef
 BENCH_PEERS ?= cairn,cairn-nogroup,flask,postgres
 BENCH_PEERS_ARGS ?= --seconds 5 --conns 1,100,1000,4000 --repeat 3 --mix
 SERVE_VENV := target/bench-serve-venv
-.PHONY: bench-serve-peers
-bench-serve-peers:
+# What the peer runs share: the server, the PostgreSQL peer's HTTP layer, oha (crates.io) and
+# the Flask peer's venv (it also holds matplotlib for report.py's plot).
+.PHONY: serve-peer-tools
+serve-peer-tools:
 	$(CARGO) build --release -p cairn-cli
 	$(CARGO) build --release -p cairn-bench-serve-pg
 	@test -x $(OHA) || $(CARGO) install oha --locked --root target/tools
 	@test -x $(SERVE_VENV)/bin/gunicorn || { python3 -m venv $(SERVE_VENV) && \
 	  $(SERVE_VENV)/bin/pip install -q flask gunicorn lmdb matplotlib; }
+.PHONY: bench-serve-peers
+bench-serve-peers: serve-peer-tools
 	$(need_postgres)
 	rm -rf docs/bench/serve/peers
 	python3 bench/serve/run.py --cairn target/release/cairn --oha $(OHA) \
@@ -64,12 +68,7 @@ define need_wrk
   $$SUDO apt-get install -y wrk || { $$SUDO apt-get update && $$SUDO apt-get install -y wrk; }; }
 endef
 .PHONY: bench-serve-reads
-bench-serve-reads:
-	$(CARGO) build --release -p cairn-cli
-	$(CARGO) build --release -p cairn-bench-serve-pg
-	@test -x $(OHA) || $(CARGO) install oha --locked --root target/tools
-	@test -x $(SERVE_VENV)/bin/gunicorn || { python3 -m venv $(SERVE_VENV) && \
-	  $(SERVE_VENV)/bin/pip install -q flask gunicorn lmdb matplotlib; }
+bench-serve-reads: serve-peer-tools
 	$(need_wrk)
 	$(need_postgres)
 	rm -rf docs/bench/serve/reads-wrk
