@@ -173,12 +173,12 @@ def measure(a, name, k, srv, d, rep, files):
             with open(os.path.join(d, f"probe-{rep}.json"), "w") as f:
                 json.dump(p, f, indent=1)
             print(name, k, rep, "feed lag", p, flush=True)
-        if k:
+        if k and a.range_conns:
             range_check(addr)
             with open(files["urls"], "w") as f:
                 f.writelines(f"http://{addr}/bench?where=/radius&gte={v}&lt={v + 1}&limit=100\n"
                              for v in range(100))
-            for conns in [int(c) for c in a.range_conns.split(",")]:
+            for conns in [int(c) for c in a.range_conns.split(",") if c]:
                 r = stamp(run.oha(a.oha, ["--urls-from-file", files["urls"]], conns,
                                   a.seconds, 0))
                 with open(os.path.join(d, f"range-{conns}-{rep}.json"), "w") as f:
@@ -200,7 +200,8 @@ def main():
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--rate", type=int, default=2000, help="POSTs/s of the write runs")
     ap.add_argument("--write-conns", type=int, default=100)
-    ap.add_argument("--range-conns", default="10,100")
+    ap.add_argument("--range-conns", default="10,100",
+                    help="connections of the range runs; empty: no range runs (writes only)")
     ap.add_argument("--indexes", default="0,1,4")
     ap.add_argument("--servers", default=",".join(SERVERS))
     ap.add_argument("--repeat", type=int, default=3)
