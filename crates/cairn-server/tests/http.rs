@@ -301,7 +301,7 @@ fn listing_with_ranges_and_cursor() {
 
 #[test]
 fn bad_input_is_a_json_error_and_changes_nothing() {
-    let s = TestServer::start_with(|c| c.max_body = 4096, cairn_server::router);
+    let s = TestServer::start_with(|c| c.max_body = 4096, common::app);
     let mut c = s.conn();
     // Malformed JSON: 400 with line and column.
     let e = c
@@ -401,9 +401,9 @@ fn bad_input_is_a_json_error_and_changes_nothing() {
 fn a_panicking_handler_answers_500_json() {
     fn app(
         state: std::sync::Arc<cairn_server::AppState>,
-        cfg: &cairn_server::Config,
+        _: &cairn_server::Config,
     ) -> axum::Router {
-        let r = cairn_server::routes(state).route(
+        cairn_server::routes(state).route(
             "/_panic",
             axum::routing::get(|| async {
                 if std::hint::black_box(true) {
@@ -411,8 +411,7 @@ fn a_panicking_handler_answers_500_json() {
                 }
                 "unreachable"
             }),
-        );
-        cairn_server::with_layers(r, cfg)
+        )
     }
     let s = TestServer::start_with(|_| {}, app);
     let mut c = s.conn();
@@ -428,7 +427,7 @@ fn idle_and_slow_clients_are_timed_out() {
             c.header_timeout = Duration::from_millis(300);
             c.request_timeout = Duration::from_millis(500);
         },
-        cairn_server::router,
+        common::app,
     );
     // An idle keep-alive connection is closed.
     let mut c = s.conn();
@@ -454,7 +453,7 @@ fn a_burst_beyond_capacity_gets_503_not_a_collapse() {
             c.max_in_flight = 2;
             c.request_timeout = Duration::from_secs(10);
         },
-        cairn_server::router,
+        common::app,
     );
     // Two requests whose bodies never come hold both places.
     let hold = || {
@@ -591,7 +590,7 @@ fn concurrent_writers_all_land() {
 
 #[test]
 fn lazy_mode_serves_and_says_so() {
-    let s = TestServer::start_with(|c| c.lazy = true, cairn_server::router);
+    let s = TestServer::start_with(|c| c.lazy = true, common::app);
     let mut c = s.conn();
     assert_eq!(c.put("/z/1", r#"{"a":1}"#).status, 201);
     assert_eq!(c.get("/z/1").json()["a"], 1);
@@ -600,7 +599,7 @@ fn lazy_mode_serves_and_says_so() {
 
 #[test]
 fn page_flushing_mode_serves_and_says_so() {
-    let s = TestServer::start_with(|c| c.logged = false, cairn_server::router);
+    let s = TestServer::start_with(|c| c.logged = false, common::app);
     let mut c = s.conn();
     for i in 0..20 {
         assert_eq!(c.put(&format!("/z/{i}"), r#"{"a":1}"#).status, 201);
@@ -626,7 +625,7 @@ fn many_requests_on_one_connection() {
 
 #[test]
 fn without_group_commit_each_write_commits_alone() {
-    let s = TestServer::start_with(|c| c.group_commit = false, cairn_server::router);
+    let s = TestServer::start_with(|c| c.group_commit = false, common::app);
     let handles: Vec<_> = (0..4)
         .map(|t| {
             let addr = s.addr;
