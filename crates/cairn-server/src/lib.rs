@@ -236,7 +236,7 @@ impl AppState {
     /// Builds an index on a thread of its own, one committed step of `build_batch` documents
     /// at a time (each a grouped write: writers queued meanwhile go between steps), until it
     /// is Ready or Failed, it is dropped, or the server stops (the next start resumes it).
-    pub(crate) fn spawn_builder(self: &Arc<Self>, h: cairn_doc::Handle, index: String) {
+    pub(crate) fn spawn_builder(self: &Arc<Self>, h: Arc<cairn_doc::Handle>, index: String) {
         let st = self.clone();
         std::thread::spawn(move || {
             while !*st.shutdown.borrow() {

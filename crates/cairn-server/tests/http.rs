@@ -67,6 +67,36 @@ fn put_get_replace_delete() {
 }
 
 #[test]
+fn reads_after_a_restart_before_any_write() {
+    // A server that has not written a collection since it started reads it by name first,
+    // then through its kept handle: both give the stored document and its ETag.
+    let dir = tempfile::tempdir().unwrap();
+    let etag = {
+        let p = dir.path().to_path_buf();
+        let s = TestServer::start_with(move |c| c.path = p, common::app);
+        let mut c = s.conn();
+        assert_eq!(c.put("/r/a", r#"{"n":1}"#).status, 201);
+        assert_eq!(c.put("/r/b", r#"{"n":2}"#).status, 201);
+        c.get("/r/a").header("etag").unwrap().to_string()
+    };
+    let p = dir.path().to_path_buf();
+    let s = TestServer::start_with(move |c| c.path = p, common::app);
+    let mut c = s.conn();
+    for _ in 0..3 {
+        let r = c.get("/r/a");
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("etag"), Some(etag.as_str()));
+        assert_eq!(
+            serde_json::from_slice::<Value>(&r.body).unwrap(),
+            json!({"n": 1})
+        );
+        c.get("/r/zz").assert_error(404);
+        c.get("/nope/a").assert_error(404);
+    }
+    assert_eq!(c.get("/r/b").status, 200);
+}
+
+#[test]
 fn post_assigns_sortable_ids() {
     let s = TestServer::start();
     let mut c = s.conn();
