@@ -103,6 +103,10 @@ pub struct Config {
     /// retried after a second: 4,000 clients connecting at once overflowed the 1,024 that
     /// tokio's `TcpListener::bind` asks for (docs/bench/serve, 4,000 connections).
     pub backlog: u32,
+    /// Address space the environment's map reserves (`EnvOptions::map_reserve`; `None`: the
+    /// engine's default, 1 TiB). The file can never grow past it; a smaller one suits a
+    /// process with little address space (a valgrind run, `ulimit -v`).
+    pub map_reserve: Option<u64>,
 }
 
 impl Config {
@@ -127,6 +131,7 @@ impl Config {
             group_commit: true,
             build_batch: cairn_doc::DEFAULT_BUILD_BATCH,
             backlog: 8192,
+            map_reserve: None,
         }
     }
 
@@ -137,8 +142,11 @@ impl Config {
             (false, true) => Durability::Logged,
             _ => Durability::Durable,
         };
-        Env::options()
-            .durability(durability)
+        let mut opts = Env::options();
+        if let Some(bytes) = self.map_reserve {
+            opts = opts.map_reserve(bytes);
+        }
+        opts.durability(durability)
             .no_subdir(self.no_subdir)
             .max_dbs(self.max_collections.saturating_mul(DBS_PER_COLLECTION))
             // One reader per read thread at most (reads run behind the read gate) and per
