@@ -254,6 +254,10 @@ pub struct ServeArgs {
     /// cluster, one log entry).
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub build_batch: usize,
+    /// Address space the map reserves, bytes (default 1 TiB); the file can never grow past
+    /// it. Smaller for a process with little address space (valgrind, `ulimit -v`).
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1 << 20..))]
+    pub map_reserve: Option<u64>,
     #[command(flatten)]
     pub cluster: ClusterServeArgs,
     #[command(flatten)]

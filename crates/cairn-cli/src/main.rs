@@ -79,6 +79,7 @@ fn serve(a: &cairn_cli::cli::ServeArgs, path: EnvPath) -> Result<(), CliError> {
     cfg.backup_dir = a.backup_dir.clone();
     cfg.group_commit = !a.no_group;
     cfg.build_batch = a.build_batch;
+    cfg.map_reserve = a.map_reserve;
     cairn_server::serve(cfg).map_err(|e| CliError::Usage(format!("serving: {e}")))
 }
 

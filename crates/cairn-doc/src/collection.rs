@@ -14,7 +14,7 @@
 use crate::feed;
 use crate::index::{self, Def};
 use crate::key::{self, check_id};
-use crate::{Error, ReadTxn, Result};
+use crate::{DocText, Error, ReadTxn, Result};
 use cairn::{Database, DbFlags, Env, PutFlags, RwTxn};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -136,6 +136,23 @@ impl Collection {
     pub fn get(&self, txn: &impl ReadTxn, id: &str) -> Result<Option<Doc>> {
         match txn.get_raw(self.docs, id.as_bytes())? {
             Some(raw) => decode_doc(id, raw).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The document `id` as stored: its version, seq and JSON text, borrowed from the
+    /// transaction (no parsing, no copy: what a server answers a read by id with).
+    pub fn get_text<'t>(&self, txn: &'t impl ReadTxn, id: &'t str) -> Result<Option<DocText<'t>>> {
+        match txn.get_raw(self.docs, id.as_bytes())? {
+            Some(raw) => {
+                let (version, seq, text) = split_doc(id, raw)?;
+                Ok(Some(DocText {
+                    id,
+                    version,
+                    seq,
+                    text,
+                }))
+            }
             None => Ok(None),
         }
     }

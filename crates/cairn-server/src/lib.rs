@@ -14,11 +14,12 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Layers, outermost first: JSON error bodies ([`error::json_errors`]), panic catching (a
-//! panicking handler answers 500), load shedding (503 once `max_in_flight` requests are being
-//! served), the body limit (413), a timeout per request (408; it covers reading the body, so
-//! slow clients are cut off). hyper's header-read timeout closes connections that send no
-//! complete request head in time, idle keep-alive connections included.
+//! One middleware, the guard (module `guard`), around every route: 503 once `max_in_flight`
+//! requests are being served, 413 for a declared body over the limit, a timeout per request
+//! (408; it covers reading the body, so slow clients are cut off), a panicking handler
+//! answered 500, and JSON error bodies ([`error::json_errors`]). hyper's header-read timeout
+//! closes connections that send no complete request head in time, idle keep-alive
+//! connections included.
 //!
 //! Invariants:
 //! - Durability: a write is answered 2xx only after its group commit returned; in durable
@@ -33,24 +34,20 @@
 pub mod cluster;
 pub mod decode;
 pub mod error;
+mod guard;
 mod readers;
 mod routes;
 pub mod store;
 mod writer;
 
-use axum::error_handling::HandleErrorLayer;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use cairn::{Durability, Env};
-use error::ApiError;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tower::ServiceBuilder;
 
 /// A boxed error for the server's setup and run.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -106,6 +103,10 @@ pub struct Config {
     /// retried after a second: 4,000 clients connecting at once overflowed the 1,024 that
     /// tokio's `TcpListener::bind` asks for (docs/bench/serve, 4,000 connections).
     pub backlog: u32,
+    /// Address space the environment's map reserves (`EnvOptions::map_reserve`; `None`: the
+    /// engine's default, 1 TiB). The file can never grow past it; a smaller one suits a
+    /// process with little address space (a valgrind run, `ulimit -v`).
+    pub map_reserve: Option<u64>,
 }
 
 impl Config {
@@ -130,6 +131,7 @@ impl Config {
             group_commit: true,
             build_batch: cairn_doc::DEFAULT_BUILD_BATCH,
             backlog: 8192,
+            map_reserve: None,
         }
     }
 
@@ -140,8 +142,11 @@ impl Config {
             (false, true) => Durability::Logged,
             _ => Durability::Durable,
         };
-        Env::options()
-            .durability(durability)
+        let mut opts = Env::options();
+        if let Some(bytes) = self.map_reserve {
+            opts = opts.map_reserve(bytes);
+        }
+        opts.durability(durability)
             .no_subdir(self.no_subdir)
             .max_dbs(self.max_collections.saturating_mul(DBS_PER_COLLECTION))
             // One reader per read thread at most (reads run behind the read gate) and per
@@ -239,7 +244,7 @@ impl AppState {
     /// Builds an index on a thread of its own, one committed step of `build_batch` documents
     /// at a time (each a grouped write: writers queued meanwhile go between steps), until it
     /// is Ready or Failed, it is dropped, or the server stops (the next start resumes it).
-    pub(crate) fn spawn_builder(self: &Arc<Self>, h: cairn_doc::Handle, index: String) {
+    pub(crate) fn spawn_builder(self: &Arc<Self>, h: Arc<cairn_doc::Handle>, index: String) {
         let st = self.clone();
         std::thread::spawn(move || {
             while !*st.shutdown.borrow() {
@@ -285,46 +290,23 @@ pub fn routes(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// Wraps a router in the server's layers (see the crate's documentation). Public so that
-/// tests can wrap routes of their own (a handler that panics) the same way.
-pub fn with_layers(router: Router, cfg: &Config) -> Router {
-    let layers = ServiceBuilder::new()
-        .layer(axum::middleware::map_response(error::json_errors))
-        .layer(tower_http::catch_panic::CatchPanicLayer::custom(on_panic))
-        .layer(HandleErrorLayer::new(on_overload))
-        .load_shed()
-        // Global: `Router::layer` makes one service per route, and a plain concurrency limit
-        // would then count each route's requests apart.
-        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
-            cfg.max_in_flight.max(1),
-        ))
-        .layer(tower_http::limit::RequestBodyLimitLayer::new(cfg.max_body))
-        // Innermost, so that its 408 has a plain body type (the body limit's wrapper is no
-        // `Default`); it still covers reading the body, which the handlers do.
-        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            cfg.request_timeout,
-        ));
-    router.layer(layers)
+/// The server's guard (module `guard`: the in-flight bound, the declared body limit, the
+/// request timeout, panics as 500 and errors as JSON) with `cfg`'s limits.
+fn guard_layer(cfg: &Config) -> guard::GuardLayer {
+    guard::GuardLayer::new(cfg.max_in_flight, cfg.max_body, cfg.request_timeout)
 }
 
-/// The application: routes and layers.
+/// Wraps each route of a router in the server's guard, for a router served by other means
+/// than [`Server`] (merged with other routes: `serve --cluster`). [`Server`] puts one guard
+/// around its whole application instead, which costs less per request.
+pub fn with_layers(router: Router, cfg: &Config) -> Router {
+    router.layer(guard_layer(cfg))
+}
+
+/// The application with each route guarded ([`with_layers`]), to serve by other means than
+/// [`Server`].
 pub fn router(state: Arc<AppState>, cfg: &Config) -> Router {
     with_layers(routes(state), cfg)
-}
-
-fn on_panic(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
-    // The panic's message went to stderr through the panic hook; the client gets no detail
-    // of the server's internals.
-    ApiError::internal("the server failed on this request").into_response()
-}
-
-async fn on_overload(e: tower::BoxError) -> ApiError {
-    if e.is::<tower::load_shed::error::Overloaded>() {
-        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "server busy, retry later")
-    } else {
-        ApiError::internal("middleware error").with_detail(serde_json::json!(e.to_string()))
-    }
 }
 
 /// A listening socket on `addr` with a listen backlog of `backlog` (as std's and tokio's
@@ -344,6 +326,7 @@ pub(crate) fn listen(addr: SocketAddr, backlog: u32) -> std::io::Result<tokio::n
 pub struct Server {
     listener: tokio::net::TcpListener,
     router: Router,
+    guard: guard::GuardLayer,
     header_timeout: Duration,
     state: Arc<AppState>,
 }
@@ -351,11 +334,12 @@ pub struct Server {
 impl Server {
     /// Opens the environment and binds the listening socket.
     pub async fn bind(cfg: Config) -> Result<Server, BoxError> {
-        Server::bind_with(cfg, router).await
+        Server::bind_with(cfg, |state, _| routes(state)).await
     }
 
-    /// As [`Server::bind`], with the application built by `app` (tests add routes of their
-    /// own to [`routes`] and wrap them with [`with_layers`]).
+    /// As [`Server::bind`], with the application built by `app` ([`routes`]; tests add
+    /// routes of their own). The server's guard goes around the whole application, once
+    /// (`app` adds none).
     pub async fn bind_with(
         cfg: Config,
         app: impl FnOnce(Arc<AppState>, &Config) -> Router,
@@ -371,6 +355,7 @@ impl Server {
         Ok(Server {
             listener,
             router: app(state.clone(), &cfg),
+            guard: guard_layer(&cfg),
             header_timeout: cfg.header_timeout,
             state,
         })
@@ -414,7 +399,12 @@ impl Server {
             };
             // Small JSON responses: no Nagle delay behind the client's delayed ACK.
             let _ = stream.set_nodelay(true);
-            let svc = hyper_util::service::TowerToHyperService::new(self.router.clone());
+            // One guard around the router, not one per route: a request then passes through
+            // one boxed service fewer (module `guard`).
+            let svc = hyper_util::service::TowerToHyperService::new(tower::Layer::layer(
+                &self.guard,
+                self.router.clone(),
+            ));
             let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), svc));
             tokio::spawn(async move {
                 let _ = conn.await;

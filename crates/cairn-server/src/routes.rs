@@ -251,7 +251,7 @@ pub async fn get_doc(
 ) -> Result<Response, ApiError> {
     decode::address(&coll, &id, s.max_id)?;
     let gate = s.clone();
-    let (version, doc) = read(&gate, move || store::get(&s.env, &coll, &id)).await?;
+    let (version, doc) = read(&gate, move || store::get_kept(&s.env, &s.colls, &coll, &id)).await?;
     Ok(doc_response(version, doc, &headers))
 }
 
@@ -374,7 +374,7 @@ pub async fn list(
     if let Some(path) = q.where_.clone() {
         let query = store::index_query(&q)?;
         let v = blocking(&gate.read_gate, move || {
-            store::query(&existing(&s, &coll)?, &path, &query)
+            store::query(&*existing(&s, &coll)?, &path, &query)
         })
         .await?;
         return Ok(json_response(StatusCode::OK, v));
@@ -440,7 +440,7 @@ pub async fn not_found() -> ApiError {
 }
 
 /// The handle of an existing collection; 404 if there is none. Blocking.
-fn existing(s: &AppState, coll: &str) -> Result<cairn_doc::Handle, ApiError> {
+fn existing(s: &AppState, coll: &str) -> Result<Arc<cairn_doc::Handle>, ApiError> {
     s.colls
         .existing(&s.env, coll)?
         .ok_or_else(|| ApiError::not_found("no such collection"))

@@ -28,7 +28,7 @@ use cairn_doc::{key, Collection};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::ops::Bound;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Bytes before the document (cairn-doc's version and seq).
 pub const HEADER: usize = 16;
@@ -46,15 +46,16 @@ pub fn decode(v: &[u8]) -> Result<(u64, &[u8]), ApiError> {
 }
 
 /// The collections known to exist (their handles, opened once; `cairn_doc::Handle` keeps
-/// the parsed index definitions between writes).
+/// the parsed index definitions between writes). Shared (`Arc`), so that a read takes its
+/// collection without copying the handle's name.
 #[derive(Default)]
 pub struct Colls {
-    map: Mutex<HashMap<String, cairn_doc::Handle>>,
+    map: Mutex<HashMap<String, Arc<cairn_doc::Handle>>>,
 }
 
 impl Colls {
     /// The handle of a collection known to exist.
-    pub fn cached(&self, name: &str) -> Option<cairn_doc::Handle> {
+    pub fn cached(&self, name: &str) -> Option<Arc<cairn_doc::Handle>> {
         self.map
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -68,7 +69,7 @@ impl Colls {
         &self,
         env: &std::sync::Arc<Env>,
         name: &str,
-    ) -> Result<Option<cairn_doc::Handle>, ApiError> {
+    ) -> Result<Option<Arc<cairn_doc::Handle>>, ApiError> {
         if let Some(h) = self.cached(name) {
             return Ok(Some(h));
         }
@@ -80,7 +81,7 @@ impl Colls {
                 Err(e) => return Err(e.into()),
             }
         }
-        let h = cairn_doc::Handle::open(env.clone(), name).map_err(doc_error)?;
+        let h = Arc::new(cairn_doc::Handle::open(env.clone(), name).map_err(doc_error)?);
         self.map
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -387,7 +388,35 @@ fn open_read(txn: &cairn::RoTxn<'_>, coll: &str) -> Result<Database, ApiError> {
     }
 }
 
-/// Reads one document: its version and bytes.
+/// Reads one document through its collection's kept handle: its version (ETag) and bytes.
+/// A collection not kept yet (a server that has not written it since it started) is read
+/// by name ([`get`]) and then kept, so later reads skip the lookup of its database by name.
+/// Not to be called while this thread holds a write transaction.
+pub fn get_kept(
+    env: &Arc<Env>,
+    colls: &Colls,
+    coll: &str,
+    id: &str,
+) -> Result<(u64, Vec<u8>), ApiError> {
+    let Some(h) = colls.cached(coll) else {
+        let r = get(env, coll, id)?;
+        // The collection exists (its document was found): keep it. Failing to is met again
+        // (and answered) by the next request of the collection.
+        let _ = colls.existing(env, coll);
+        return Ok(r);
+    };
+    let txn = env.read_txn()?;
+    match h.collection().get_text(&txn, id) {
+        Ok(Some(d)) => Ok((d.seq, d.text.to_vec())),
+        Ok(None) => Err(ApiError::not_found("no such document")),
+        // The collection's databases were dropped since it was kept (by another process:
+        // no route drops one): read by name, which answers 404 for a missing collection.
+        Err(cairn_doc::Error::Cairn(cairn::Error::BadDbi)) => get(env, coll, id),
+        Err(e) => Err(doc_error(e)),
+    }
+}
+
+/// Reads one document by its collection's name: its version and bytes.
 pub fn get(env: &Env, coll: &str, id: &str) -> Result<(u64, Vec<u8>), ApiError> {
     let txn = env.read_txn()?;
     let db = open_read(&txn, coll)?;

@@ -67,6 +67,36 @@ fn put_get_replace_delete() {
 }
 
 #[test]
+fn reads_after_a_restart_before_any_write() {
+    // A server that has not written a collection since it started reads it by name first,
+    // then through its kept handle: both give the stored document and its ETag.
+    let dir = tempfile::tempdir().unwrap();
+    let etag = {
+        let p = dir.path().to_path_buf();
+        let s = TestServer::start_with(move |c| c.path = p, common::app);
+        let mut c = s.conn();
+        assert_eq!(c.put("/r/a", r#"{"n":1}"#).status, 201);
+        assert_eq!(c.put("/r/b", r#"{"n":2}"#).status, 201);
+        c.get("/r/a").header("etag").unwrap().to_string()
+    };
+    let p = dir.path().to_path_buf();
+    let s = TestServer::start_with(move |c| c.path = p, common::app);
+    let mut c = s.conn();
+    for _ in 0..3 {
+        let r = c.get("/r/a");
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("etag"), Some(etag.as_str()));
+        assert_eq!(
+            serde_json::from_slice::<Value>(&r.body).unwrap(),
+            json!({"n": 1})
+        );
+        c.get("/r/zz").assert_error(404);
+        c.get("/nope/a").assert_error(404);
+    }
+    assert_eq!(c.get("/r/b").status, 200);
+}
+
+#[test]
 fn post_assigns_sortable_ids() {
     let s = TestServer::start();
     let mut c = s.conn();
@@ -301,7 +331,7 @@ fn listing_with_ranges_and_cursor() {
 
 #[test]
 fn bad_input_is_a_json_error_and_changes_nothing() {
-    let s = TestServer::start_with(|c| c.max_body = 4096, cairn_server::router);
+    let s = TestServer::start_with(|c| c.max_body = 4096, common::app);
     let mut c = s.conn();
     // Malformed JSON: 400 with line and column.
     let e = c
@@ -401,9 +431,9 @@ fn bad_input_is_a_json_error_and_changes_nothing() {
 fn a_panicking_handler_answers_500_json() {
     fn app(
         state: std::sync::Arc<cairn_server::AppState>,
-        cfg: &cairn_server::Config,
+        _: &cairn_server::Config,
     ) -> axum::Router {
-        let r = cairn_server::routes(state).route(
+        cairn_server::routes(state).route(
             "/_panic",
             axum::routing::get(|| async {
                 if std::hint::black_box(true) {
@@ -411,8 +441,7 @@ fn a_panicking_handler_answers_500_json() {
                 }
                 "unreachable"
             }),
-        );
-        cairn_server::with_layers(r, cfg)
+        )
     }
     let s = TestServer::start_with(|_| {}, app);
     let mut c = s.conn();
@@ -428,7 +457,7 @@ fn idle_and_slow_clients_are_timed_out() {
             c.header_timeout = Duration::from_millis(300);
             c.request_timeout = Duration::from_millis(500);
         },
-        cairn_server::router,
+        common::app,
     );
     // An idle keep-alive connection is closed.
     let mut c = s.conn();
@@ -454,7 +483,7 @@ fn a_burst_beyond_capacity_gets_503_not_a_collapse() {
             c.max_in_flight = 2;
             c.request_timeout = Duration::from_secs(10);
         },
-        cairn_server::router,
+        common::app,
     );
     // Two requests whose bodies never come hold both places.
     let hold = || {
@@ -591,7 +620,7 @@ fn concurrent_writers_all_land() {
 
 #[test]
 fn lazy_mode_serves_and_says_so() {
-    let s = TestServer::start_with(|c| c.lazy = true, cairn_server::router);
+    let s = TestServer::start_with(|c| c.lazy = true, common::app);
     let mut c = s.conn();
     assert_eq!(c.put("/z/1", r#"{"a":1}"#).status, 201);
     assert_eq!(c.get("/z/1").json()["a"], 1);
@@ -600,7 +629,7 @@ fn lazy_mode_serves_and_says_so() {
 
 #[test]
 fn page_flushing_mode_serves_and_says_so() {
-    let s = TestServer::start_with(|c| c.logged = false, cairn_server::router);
+    let s = TestServer::start_with(|c| c.logged = false, common::app);
     let mut c = s.conn();
     for i in 0..20 {
         assert_eq!(c.put(&format!("/z/{i}"), r#"{"a":1}"#).status, 201);
@@ -626,7 +655,7 @@ fn many_requests_on_one_connection() {
 
 #[test]
 fn without_group_commit_each_write_commits_alone() {
-    let s = TestServer::start_with(|c| c.group_commit = false, cairn_server::router);
+    let s = TestServer::start_with(|c| c.group_commit = false, common::app);
     let handles: Vec<_> = (0..4)
         .map(|t| {
             let addr = s.addr;

@@ -355,7 +355,7 @@ fn range_queries_with_continuation_match_brute_force() {
 
 #[test]
 fn background_build_then_query() {
-    let s = TestServer::start_with(|c| c.build_batch = 10, cairn_server::router);
+    let s = TestServer::start_with(|c| c.build_batch = 10, common::app);
     let mut c = s.conn();
     let mut model = fill(&mut c, "bg", 400, 11);
     let r = put_json(&mut c, "/bg/_index/n", &json!({"path": "/n"}));
@@ -535,7 +535,7 @@ fn feed_never_skips_or_repeats_across_restart() {
     let mut since = 0;
     for round in 0..3 {
         let p = path.clone();
-        let s = TestServer::start_with(move |c| c.path = p, cairn_server::router);
+        let s = TestServer::start_with(move |c| c.path = p, common::app);
         let mut c = s.conn();
         let first = format!("start{round}");
         assert!(put_json(&mut c, &format!("/rs/{first}"), &json!({})).status < 300);
@@ -585,7 +585,7 @@ fn feed_never_skips_or_repeats_across_restart() {
     }
     // And a server started again still numbers on from the last.
     let p = path.clone();
-    let s = TestServer::start_with(move |c| c.path = p, cairn_server::router);
+    let s = TestServer::start_with(move |c| c.path = p, common::app);
     let mut c = s.conn();
     put_json(&mut c, "/rs/after", &json!({}));
     let ch = lines(&c.get(&format!("/rs/_changes?since={since}")).body);
@@ -630,10 +630,7 @@ fn unique_under_concurrent_writers() {
 fn build_resumes_after_restart() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().to_path_buf();
-    let s = TestServer::start_with(
-        move |c| (c.path, c.build_batch) = (p, 2),
-        cairn_server::router,
-    );
+    let s = TestServer::start_with(move |c| (c.path, c.build_batch) = (p, 2), common::app);
     let mut c = s.conn();
     let model = fill(&mut c, "rb", 300, 5);
     let r = put_json(&mut c, "/rb/_index/n", &json!({"path": "/n"}));
@@ -643,10 +640,7 @@ fn build_resumes_after_restart() {
     // The builder stops at its next step; let it let go of the environment.
     std::thread::sleep(Duration::from_millis(300));
     let p = dir.path().to_path_buf();
-    let s = TestServer::start_with(
-        move |c| (c.path, c.build_batch) = (p, 50),
-        cairn_server::router,
-    );
+    let s = TestServer::start_with(move |c| (c.path, c.build_batch) = (p, 50), common::app);
     let mut c = s.conn();
     wait_ready(&mut c, "/rb/_index/n");
     assert_eq!(

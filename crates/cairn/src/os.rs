@@ -487,10 +487,25 @@ pub fn ofd_locked_by_other(file: &File, byte: u64) -> std::io::Result<bool> {
     Ok(fl.l_type != libc::F_UNLCK as libc::c_short)
 }
 
-/// The calling thread's kernel id (for the reader list).
+/// The calling thread's kernel id (for the reader list). Asked of the kernel once per thread
+/// (and again in a forked child, where the thread's id is new): every read transaction's
+/// begin records it, and a gettid system call was one of the few a read by id made.
 pub fn thread_id() -> u64 {
-    // SAFETY: docs/safety.md §4: gettid has no arguments and cannot fail.
-    (unsafe { libc::gettid() }) as u64
+    thread_local! {
+        /// (fork generation, id) of this thread as last asked.
+        static TID: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((u64::MAX, 0)) };
+    }
+    let generation = fork_generation();
+    TID.with(|c| {
+        let (g, tid) = c.get();
+        if g == generation {
+            return tid;
+        }
+        // SAFETY: docs/safety.md §4: gettid has no arguments and cannot fail.
+        let tid = (unsafe { libc::gettid() }) as u64;
+        c.set((generation, tid));
+        tid
+    })
 }
 
 static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);

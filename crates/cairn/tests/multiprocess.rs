@@ -494,6 +494,65 @@ fn a_handle_used_after_fork_says_so() {
     check(&env);
 }
 
+/// The kernel id of the calling thread, asked of the kernel.
+fn gettid() -> u64 {
+    // SAFETY: gettid has no arguments and cannot fail.
+    (unsafe { libc::gettid() }) as u64
+}
+
+/// The thread recorded in the reader slot of the one live read transaction of `env`.
+fn reader_thread(env: &Env) -> Option<u64> {
+    let mine: Vec<_> = env
+        .readers()
+        .into_iter()
+        .filter(|r| r.pid == std::process::id() && r.txnid.is_some())
+        .collect();
+    (mine.len() == 1).then(|| mine[0].thread)
+}
+
+#[test]
+fn the_reader_list_names_each_readers_thread_in_a_forked_child_too() {
+    // The id is kept per thread after the first ask (os::thread_id): another thread, and the
+    // thread of a child after fork(), must still get their own.
+    let dir = tempfile::tempdir().unwrap();
+    let env = new_env(dir.path());
+    for _ in 0..2 {
+        let r = env.read_txn().unwrap();
+        assert_eq!(reader_thread(&env), Some(gettid()));
+        drop(r);
+    }
+    let other = std::thread::scope(|s| {
+        s.spawn(|| {
+            let r = env.read_txn().unwrap();
+            let (got, want) = (reader_thread(&env), gettid());
+            drop(r);
+            (got, want)
+        })
+        .join()
+        .unwrap()
+    });
+    assert_eq!(other.0, Some(other.1));
+    assert_ne!(other.1, gettid());
+    // SAFETY: the child opens the environment afresh (as a forked child must), reads, and
+    // leaves with _exit.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let ok = Env::options().open(dir.path()).is_ok_and(|child| {
+            let r = child.read_txn();
+            let ok = r.is_ok() && reader_thread(&child) == Some(gettid());
+            drop(r);
+            ok
+        });
+        // SAFETY: leaves the child without running the parent's destructors.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+    check(&env);
+}
+
 #[test]
 fn read_only_handle_on_a_read_only_file() {
     use std::os::unix::fs::PermissionsExt;

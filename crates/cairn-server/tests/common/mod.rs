@@ -16,10 +16,18 @@ pub struct TestServer {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// The application a test server serves: the server's routes (the server guards them).
+pub fn app(
+    state: std::sync::Arc<cairn_server::AppState>,
+    _: &cairn_server::Config,
+) -> axum::Router {
+    cairn_server::routes(state)
+}
+
 impl TestServer {
     /// A server with the default configuration but for the port.
     pub fn start() -> TestServer {
-        TestServer::start_with(|_| {}, cairn_server::router)
+        TestServer::start_with(|_| {}, app)
     }
 
     /// A server whose configuration `tweak` changes, with the application `app` builds.
