@@ -70,7 +70,8 @@ impl<S> tower::Layer<S> for GuardLayer {
     }
 }
 
-/// The guard around one service (a route of the router).
+/// The guard around one service: [`crate::Server`]'s whole router, or each route of one
+/// ([`crate::with_layers`]).
 #[derive(Clone, Debug)]
 pub struct Guard<S> {
     inner: S,
@@ -102,8 +103,7 @@ where
     fn call(&mut self, req: Request<B>) -> GuardFuture {
         let req = req.map(Body::new);
         if declared_length(&req).is_some_and(|n| n > self.limits.max_body) {
-            let e = ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body too large")
-                .with_detail(serde_json::json!({ "max": self.limits.max_body }));
+            let e = crate::routes::too_large(self.limits.max_body);
             return Box::pin(std::future::ready(Ok(e.into_response())));
         }
         let Ok(permit) = self.limits.in_flight.clone().try_acquire_owned() else {
