@@ -28,11 +28,16 @@ bench-serve:
 # target/bench-serve-pg; Debian's postgresql is installed when missing). POST, GET and a 90/10
 # mix at each connection count, BENCH_PEERS_REPEAT rounds; results.md and peers.png from
 # bench/serve/report.py.
+# Installs the Debian packages $(1) with apt-get (through sudo unless root), updating the
+# package lists and trying again if the first try fails.
+define apt_install
+if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+  $$SUDO apt-get install -y $(1) || { $$SUDO apt-get update && $$SUDO apt-get install -y $(1); }
+endef
 # PostgreSQL for the peers (Debian's package, installed when missing).
 define need_postgres
 @command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
-  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-  $$SUDO apt-get install -y postgresql || { $$SUDO apt-get update && $$SUDO apt-get install -y postgresql; }; }
+  $(call apt_install,postgresql); }
 endef
 
 BENCH_PEERS ?= cairn,cairn-nogroup,flask,postgres
@@ -63,9 +68,7 @@ bench-serve-peers: serve-peer-tools
 # preloaded ids and reports in oha's JSON shape. Results in docs/bench/serve/reads-wrk.
 BENCH_READS_ARGS ?= --seconds 5 --conns 100,1000,4000 --repeat 3
 define need_wrk
-@command -v wrk >/dev/null || { \
-  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-  $$SUDO apt-get install -y wrk || { $$SUDO apt-get update && $$SUDO apt-get install -y wrk; }; }
+@command -v wrk >/dev/null || { $(call apt_install,wrk); }
 endef
 .PHONY: bench-serve-reads
 bench-serve-reads: serve-peer-tools

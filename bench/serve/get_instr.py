@@ -41,7 +41,7 @@ def instructions(cairn, gets):
         addr = line.split("listening on ", 1)[1].strip()
         run.preload(addr)
         _, get = run.requests(addr)
-        r = subprocess.run([run.os.path.join(run.TARGET, "tools", "bin", "oha"), "--no-tui",
+        r = subprocess.run([os.path.join(run.TARGET, "tools", "bin", "oha"), "--no-tui",
                             "--output-format", "json", "-n", str(gets), "-c", "20"] + get,
                            capture_output=True, text=True, check=True)
         codes = json.loads(r.stdout).get("statusCodeDistribution", {})
