@@ -75,10 +75,77 @@ pub fn decode_run_key(k: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(a))
 }
 
+/// The runs by first page: a hash map for the run at a page and a bitmap of the starts for
+/// the run before a page. Each change of the set looks up a run and its neighbours; over a
+/// search tree of tens of thousands of runs each lookup was a descent through cold nodes (the
+/// free set was ~13% of a lazy 1M fillrandom's time, docs/bench/causes.md, session 17).
+/// Invariant: `starts` holds exactly the keys of `data`.
+#[derive(Default, Clone)]
+pub(crate) struct RunMap {
+    starts: PageSet,
+    data: PageMap<Run>,
+}
+
+impl RunMap {
+    #[inline]
+    fn get(&self, start: u64) -> Option<&Run> {
+        self.data.get(&start)
+    }
+
+    #[inline]
+    fn get_mut(&mut self, start: u64) -> Option<&mut Run> {
+        self.data.get_mut(&start)
+    }
+
+    fn insert(&mut self, start: u64, r: Run) -> Option<Run> {
+        let old = self.data.insert(start, r);
+        if old.is_none() {
+            self.starts.insert(start);
+        }
+        old
+    }
+
+    fn remove(&mut self, start: u64) -> Option<Run> {
+        let old = self.data.remove(&start);
+        if old.is_some() {
+            self.starts.remove(start);
+        }
+        old
+    }
+
+    /// The run starting last below page `x`.
+    #[inline]
+    fn before(&self, x: u64) -> Option<(u64, Run)> {
+        let s = self.starts.last_before(x)?;
+        Some((s, self.data[&s]))
+    }
+
+    fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// The runs in page order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, Run)> + '_ {
+        self.starts.iter().map(|s| (s, self.data[&s]))
+    }
+}
+
+impl PartialEq for RunMap {
+    fn eq(&self, other: &RunMap) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl std::fmt::Debug for RunMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
 /// The free-page set with its indexes, dirty keys and undo log.
 #[derive(Default, Clone)]
 pub struct FreeState {
-    runs: BTreeMap<u64, Run>,
+    runs: RunMap,
     /// Starts of the reusable runs: a bitmap, so that indexing costs a bit flip and the
     /// lowest run is found without a search-tree descent per allocated page.
     reusable: PageSet,
@@ -150,7 +217,7 @@ impl FreeState {
         // A reusable run resized in place stays in the same index entry: only its page
         // count changes (an allocation from its end, the most common change of all).
         if let Some(r) = new.filter(|r| r.freed == 0) {
-            if let Some(cur) = self.runs.get_mut(&start) {
+            if let Some(cur) = self.runs.get_mut(start) {
                 if cur.freed == 0 {
                     let old = std::mem::replace(cur, r);
                     self.reusable_pages = self.reusable_pages - old.len + r.len;
@@ -162,7 +229,7 @@ impl FreeState {
         }
         let old = match new {
             Some(r) => self.runs.insert(start, r),
-            None => self.runs.remove(&start),
+            None => self.runs.remove(start),
         };
         // Unindex the old run before indexing the new one: both live under the same key, and
         // the other order dropped a run that was extended in place from the indexes (a leak).
@@ -194,7 +261,7 @@ impl FreeState {
     pub fn rollback(&mut self, mark: usize) {
         while self.undo.len() > mark {
             let (start, old) = self.undo.pop().expect("len > mark");
-            if let Some(cur) = self.runs.remove(&start) {
+            if let Some(cur) = self.runs.remove(start) {
                 self.unindex(start, &cur);
             }
             if let Some(o) = old {
@@ -225,15 +292,14 @@ impl FreeState {
 
     /// The run starting at `start`.
     pub fn get(&self, start: u64) -> Option<Run> {
-        self.runs.get(&start).copied()
+        self.runs.get(start).copied()
     }
 
     /// Whether any page of `[start, start + len)` is already free.
     pub fn overlaps(&self, start: u64, len: u64) -> bool {
-        if let Some((&s, r)) = self.runs.range(..start + len).next_back() {
-            return s + r.len > start;
-        }
-        false
+        self.runs
+            .before(start + len)
+            .is_some_and(|(s, r)| s + r.len > start)
     }
 
     /// Takes `n` contiguous reusable pages from the lowest run that has them (so the file
@@ -244,9 +310,9 @@ impl FreeState {
             self.reusable.first()?
         } else {
             let runs = &self.runs;
-            self.reusable.iter().find(|s| runs[s].len >= n)?
+            self.reusable.iter().find(|&s| runs.data[&s].len >= n)?
         };
-        let cur = self.runs.get_mut(&start).expect("indexed runs exist");
+        let cur = self.runs.get_mut(start).expect("indexed runs exist");
         let r = *cur;
         if r.len > n {
             // Shrunk in place (what `set` would do, without a second search).
@@ -262,7 +328,7 @@ impl FreeState {
 
     /// Adds pages no snapshot can see, merging with reusable neighbours.
     pub fn add_reusable(&mut self, start: u64, mut len: u64) {
-        if let Some(nr) = self.runs.get(&(start + len)).copied() {
+        if let Some(nr) = self.runs.get(start + len).copied() {
             if nr.freed == 0 {
                 self.set(start + len, None);
                 len += nr.len;
@@ -275,7 +341,7 @@ impl FreeState {
                 freed: 0,
             })
         };
-        if let Some((&ps, &pr)) = self.runs.range(..start).next_back() {
+        if let Some((ps, pr)) = self.runs.before(start) {
             if pr.freed == 0 && ps + pr.len == start {
                 // The predecessor grows under its own key: resized in place (see `set`).
                 self.set(ps, reusable(pr.len + len));
@@ -290,7 +356,7 @@ impl FreeState {
     pub fn add_pending(&mut self, start: u64, len: u64, birth: u64, freed: u64) -> bool {
         // One search answers both questions: the last run starting before the end of the
         // new one either overlaps it or is its predecessor.
-        if let Some((&ps, &pr)) = self.runs.range(..start + len).next_back() {
+        if let Some((ps, pr)) = self.runs.before(start + len) {
             if ps + pr.len > start {
                 return false;
             }
@@ -327,7 +393,7 @@ impl FreeState {
                 if self.pending_group.get(&s) != Some(&g) {
                     continue; // a stale entry
                 }
-                let r = self.runs[&s];
+                let r = self.runs.data[&s];
                 // The first pinned snapshot at or after the birth must be at or after `freed`.
                 let i = pinned.partition_point(|&p| p < r.birth);
                 match pinned.get(i) {
@@ -344,21 +410,13 @@ impl FreeState {
             }
         }
         for (s, len) in ready {
-            // One descent, walking down from the successor's key, finds the successor, the
-            // run and its predecessor.
-            let (mut prev_reusable, mut next_reusable) = (false, false);
-            let mut released = None;
-            for (&k, r) in self.runs.range_mut(..=s + len).rev() {
-                if k == s + len {
-                    next_reusable = r.freed == 0;
-                } else if k == s {
-                    released = Some(r);
-                } else {
-                    prev_reusable = r.freed == 0 && k + r.len == s;
-                    break;
-                }
-            }
-            let cur = released.expect("listed runs exist");
+            // The successor (a run starting where this one ends) and the predecessor (the run
+            // before it, if it ends where this one starts) decide whether the keys change.
+            let next_reusable = self.runs.get(s + len).is_some_and(|r| r.freed == 0);
+            let prev_reusable = self
+                .runs
+                .before(s)
+                .is_some_and(|(k, r)| r.freed == 0 && k + r.len == s);
             if prev_reusable || next_reusable {
                 // Merging changes keys of the free tree: a recorded, persisted change.
                 self.set(s, None);
@@ -367,6 +425,7 @@ impl FreeState {
                 // Becoming reusable in place is neither persisted nor undone: the free tree
                 // keeps the run as pending (birth, freed), which every load re-examines against
                 // the pins of its time, and an abort has no reason to pin the run again.
+                let cur = self.runs.get_mut(s).expect("listed runs exist");
                 let old = *cur;
                 cur.freed = 0;
                 let now = *cur;
@@ -385,7 +444,7 @@ impl FreeState {
 
     /// Gives back a reusable run that ends at the high-water mark; returns the new mark.
     pub fn trim_tail(&mut self, npages: u64) -> u64 {
-        if let Some((&s, &r)) = self.runs.range(..npages).next_back() {
+        if let Some((s, r)) = self.runs.before(npages) {
             if r.freed == 0 && s + r.len == npages {
                 self.set(s, None);
                 return s;
@@ -422,7 +481,7 @@ impl FreeState {
     fn check_indexes(&self) {
         let mut end = 0;
         let (mut reusable, mut pending) = (0, 0);
-        for (&s, r) in &self.runs {
+        for (s, r) in self.runs.iter() {
             assert!(r.len > 0 && s >= end, "run {s} overlaps or is empty");
             end = s + r.len;
             if r.freed == 0 {
@@ -437,7 +496,7 @@ impl FreeState {
             .runs
             .iter()
             .filter(|(_, r)| r.freed == 0)
-            .map(|(&s, _)| s)
+            .map(|(s, _)| s)
             .collect();
         assert_eq!(self.reusable.iter().collect::<Vec<_>>(), want);
         assert_eq!(self.pending_group.len(), self.runs.len() - want.len());
@@ -553,7 +612,7 @@ mod model {
                 f.forget_undo();
                 f.check_indexes();
                 let mut runs_pages = Pages::new();
-                for (&s, r) in &f.runs {
+                for (s, r) in f.runs.iter() {
                     runs_pages.extend((s..s + r.len).map(|p| (p, (r.birth, r.freed))));
                 }
                 // Reusable pages carry no birth in the set.

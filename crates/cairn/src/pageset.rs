@@ -77,6 +77,33 @@ impl PageSet {
         Some(w as u64 * 64 + u64::from(self.words[w].trailing_zeros()))
     }
 
+    /// The highest member below `x`. Scans down from `x` and stops at the low-water mark: a
+    /// bit test per word, a summary word per 4,096 pages between `x` and the member found.
+    pub fn last_before(&self, x: u64) -> Option<u64> {
+        let p = x.checked_sub(1)?;
+        let last = self.words.len().checked_sub(1)?;
+        let (w, bits) = match usize::try_from(p / 64) {
+            Ok(w) if w <= last => (w, self.words[w] & (!0u64 >> (63 - p % 64))),
+            _ => (last, self.words[last]),
+        };
+        if bits != 0 {
+            return Some(w as u64 * 64 + u64::from(63 - bits.leading_zeros()));
+        }
+        // The previous non-empty word, through the summary.
+        let w = w.checked_sub(1)?;
+        let mut s = w / 64;
+        let mut sb = self.summary[s] & (!0u64 >> (63 - w % 64));
+        while sb == 0 {
+            if s <= self.low {
+                return None;
+            }
+            s -= 1;
+            sb = self.summary[s];
+        }
+        let w = s * 64 + (63 - sb.leading_zeros()) as usize;
+        Some(w as u64 * 64 + u64::from(63 - self.words[w].leading_zeros()))
+    }
+
     /// Members in ascending order.
     pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
         let mut at = self.next_from(0);
@@ -119,6 +146,7 @@ mod tests {
         Remove(u64),
         First,
         NextFrom(u64),
+        LastBefore(u64),
     }
 
     fn op(range: u64) -> impl Strategy<Value = Op> {
@@ -127,6 +155,7 @@ mod tests {
             (0..range).prop_map(Op::Remove),
             Just(Op::First),
             (0..range + 100).prop_map(Op::NextFrom),
+            (0..range + 100).prop_map(Op::LastBefore),
         ]
     }
 
@@ -154,6 +183,9 @@ mod tests {
                         Op::NextFrom(p) => {
                             prop_assert_eq!(s.next_from(p), m.range(p..).next().copied())
                         }
+                        Op::LastBefore(p) => {
+                            prop_assert_eq!(s.last_before(p), m.range(..p).next_back().copied())
+                        }
                     }
                 }
                 prop_assert_eq!(s.iter().collect::<Vec<_>>(), m.iter().copied().collect::<Vec<_>>());
@@ -171,6 +203,12 @@ mod tests {
         assert_eq!(s.next_from(65), Some(4095));
         assert_eq!(s.next_from(4098), Some(262_143));
         assert_eq!(s.next_from(262_145), None);
+        assert_eq!(s.last_before(0), None);
+        assert_eq!(s.last_before(63), None);
+        assert_eq!(s.last_before(64), Some(63));
+        assert_eq!(s.last_before(4095), Some(64));
+        assert_eq!(s.last_before(262_144), Some(262_143));
+        assert_eq!(s.last_before(u64::MAX), Some(262_144));
         s.remove(63);
         s.remove(64);
         assert_eq!(s.first(), Some(4095));

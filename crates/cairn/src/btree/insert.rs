@@ -190,9 +190,15 @@ pub fn put_landing<W: PageWriter + ?Sized>(
         count_page(rec, format::KIND_OVERFLOW, span as i64);
         let b = w.page_mut(opg)?;
         format::init_overflow(b, span as u32);
-        if let Some(v) = val {
-            format::overflow_value_mut(b)[..vlen].copy_from_slice(v);
+        // A new page holds whatever its last use left (`alloc` does not clear it): the value
+        // is copied in, or zeroed for a RESERVE put, and the run's padding is zeroed, so an
+        // overflow run is header, value and zeros, as the bulk builder writes it.
+        let area = format::overflow_value_mut(b);
+        match val {
+            Some(v) => area[..vlen].copy_from_slice(v),
+            None => area[..vlen].fill(0),
         }
+        area[vlen..].fill(0);
         big_ref = opg.to_le_bytes();
         (NF_BIG, &big_ref[..])
     };

@@ -826,11 +826,12 @@ impl PageWriter for RwTxn<'_> {
         self.shape += 1;
         let ps = self.env.inner.page_size;
         let pg = self.alloc_pgno(span)?;
+        // Not cleared: every caller formats the page (`PageMut::init`, `PackedLeafMut::init`,
+        // `init_overflow` and the value's padding, `build_list_page`), and the bytes no header
+        // counts (between the slots and the nodes) are never read; zeroing each new page was
+        // 9% of a sorted load's instructions (docs/design.md, "Free pages").
         let buf = match self.page_buf(pg, span) {
-            Some(mut b) => {
-                b.fill(0);
-                b
-            }
+            Some(b) => b,
             None => PageBuf::Heap(vec![0u8; span as usize * ps].into_boxed_slice()),
         };
         self.dirty.insert(pg, buf);
