@@ -310,6 +310,19 @@ pub fn append_in_leaf<W: PageWriter + ?Sized>(
     if !p.is_leaf() || n == 0 || cmp.cmp(p.key(n - 1)?, key) != std::cmp::Ordering::Less {
         return Ok(None);
     }
+    // A full leaf goes to the descent, which splits it: the leaf an append fills holds no dead
+    // space to compact unless this transaction deleted from it, and sizing its live nodes here
+    // too (the insert's fit test) would do it twice per split. (The page was checked above.)
+    let need = NodeIn {
+        flags: 0,
+        key,
+        val,
+        vlen: val.len() as u32,
+    }
+    .footprint();
+    if PageMut::new(b).gap() < need {
+        return Ok(None);
+    }
     Ok(insert_plain(b, rec, n, key, val)?.then_some(n))
 }
 
