@@ -376,6 +376,20 @@ impl EnvInner {
     /// The handle of a named database, registering it on first use: `Error::DbsFull` when
     /// `max_dbs` named handles are registered already.
     pub(crate) fn register_db(&self, name: &str, flags: DbFlags) -> Result<Database> {
+        // A name already registered with these flags changes nothing: answered under the read
+        // lock, the generation stays, and so do the views cached under it (a program that opens
+        // its databases by name in every transaction would otherwise drop them all each time).
+        {
+            let g = self.dbs.read().unwrap_or_else(|p| p.into_inner());
+            if let Some(i) = g.iter().position(|d| d.name.as_deref() == Some(name)) {
+                if g[i].flags == flags {
+                    return Ok(Database {
+                        idx: i as u32,
+                        env_id: self.id,
+                    });
+                }
+            }
+        }
         let mut g = self.dbs_mut();
         if let Some(i) = g.iter().position(|d| d.name.as_deref() == Some(name)) {
             if g[i].flags != flags {

@@ -826,3 +826,71 @@ fn reader_open_during_re_creation_keeps_the_writers_order() {
     assert!(rep.is_ok(), "{rep:?}");
     assert_eq!(r.stat(x).unwrap().entries, 5);
 }
+
+/// A read transaction on the snapshot an earlier one of this thread used reuses its lookup of
+/// a named database's record (`txn/read.rs`, `known`); every change must be seen anyway: a
+/// commit that changes the database, one that drops and re-creates it in another order, a
+/// handle closed and reopened, and another handle's commit.
+#[test]
+fn reads_see_each_commit_of_a_named_database() {
+    let (dir, env) = fresh();
+    let get = |env: &Env, db: Database, k: &[u8]| -> Option<Vec<u8>> {
+        let r = env.read_txn().unwrap();
+        let v = r.get(db, k).unwrap().map(<[u8]>::to_vec);
+        v
+    };
+    let mut w = env.write_txn().unwrap();
+    let a = w.create_db(Some("alpha"), DbFlags::CREATE).unwrap();
+    w.put(a, b"k", b"1", PutFlags::empty()).unwrap();
+    w.commit().unwrap();
+    // Twice on one snapshot (the second from what the first remembered), then after a commit.
+    assert_eq!(get(&env, a, b"k").as_deref(), Some(&b"1"[..]));
+    assert_eq!(get(&env, a, b"k").as_deref(), Some(&b"1"[..]));
+    let mut w = env.write_txn().unwrap();
+    w.put(a, b"k", b"2", PutFlags::empty()).unwrap();
+    w.commit().unwrap();
+    assert_eq!(get(&env, a, b"k").as_deref(), Some(&b"2"[..]));
+    // A commit of another database leaves this one's record as it was: still right.
+    let mut w = env.write_txn().unwrap();
+    let b = w.create_db(Some("beta"), DbFlags::CREATE).unwrap();
+    w.put(b, b"x", b"y", PutFlags::empty()).unwrap();
+    w.commit().unwrap();
+    assert_eq!(get(&env, a, b"k").as_deref(), Some(&b"2"[..]));
+    // Dropped and created again in reverse key order: the new record and the new order.
+    let mut w = env.write_txn().unwrap();
+    w.drop_db(a).unwrap();
+    w.commit().unwrap();
+    assert!(matches!(
+        env.read_txn().unwrap().get(a, b"k"),
+        Err(Error::BadDbi)
+    ));
+    let mut w = env.write_txn().unwrap();
+    let a = w
+        .create_db(Some("alpha"), DbFlags::CREATE | DbFlags::REVERSE_KEY)
+        .unwrap();
+    for k in [&b"ab"[..], b"ba"] {
+        w.put(a, k, k, PutFlags::empty()).unwrap();
+    }
+    w.commit().unwrap();
+    for _ in 0..2 {
+        let r = env.read_txn().unwrap();
+        let keys: Vec<Vec<u8>> = r.iter(a).unwrap().map(|e| e.unwrap().0.to_vec()).collect();
+        // Reverse-key order compares from the last byte: "ba" before "ab".
+        assert_eq!(keys, vec![b"ba".to_vec(), b"ab".to_vec()]);
+        assert_eq!(r.get(a, b"k").unwrap(), None);
+    }
+    // Another handle on the same file writes; this handle's next read sees it.
+    let other = Env::options().max_dbs(4).open(dir.path()).unwrap();
+    let mut w = other.write_txn().unwrap();
+    let oa = w.open_db(Some("alpha")).unwrap();
+    w.put(oa, b"zz", b"3", PutFlags::empty()).unwrap();
+    w.commit().unwrap();
+    assert_eq!(get(&env, a, b"zz").as_deref(), Some(&b"3"[..]));
+    // An order set on the handle since applies to the next read of the same snapshot: under one
+    // that finds every key equal, a key the database lacks is found.
+    assert_eq!(get(&env, a, b"not there"), None);
+    let all_equal: cairn::CmpFn =
+        std::sync::Arc::new(|_: &[u8], _: &[u8]| std::cmp::Ordering::Equal);
+    env.set_key_order(a, Some(all_equal)).unwrap();
+    assert!(get(&env, a, b"not there").is_some());
+}
