@@ -310,7 +310,9 @@ impl FreeState {
             self.reusable.first()?
         } else {
             let runs = &self.runs;
-            self.reusable.iter().find(|&s| runs.data[&s].len >= n)?
+            self.reusable
+                .iter()
+                .find(|&s| runs.get(s).is_some_and(|r| r.len >= n))?
         };
         let cur = self.runs.get_mut(start).expect("indexed runs exist");
         let r = *cur;
@@ -393,7 +395,7 @@ impl FreeState {
                 if self.pending_group.get(&s) != Some(&g) {
                     continue; // a stale entry
                 }
-                let r = self.runs.data[&s];
+                let r = *self.runs.get(s).expect("listed runs exist");
                 // The first pinned snapshot at or after the birth must be at or after `freed`.
                 let i = pinned.partition_point(|&p| p < r.birth);
                 match pinned.get(i) {
