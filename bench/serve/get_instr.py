@@ -11,6 +11,8 @@ GETs of random ids over 20 connections (oha, closed loop) in two separate runs; 
 shutdown cancel out.
 
 Usage: get_instr.py CAIRN [CAIRN...]   (N1, N2 = 2,000, 22,000; GET_INSTR_N="2000,22000")
+GET_INSTR_KEEP=DIR keeps each run's callgrind output there (NAME-GETS.out) for
+callgrind_annotate.
 """
 
 import json
@@ -50,6 +52,10 @@ def instructions(cairn, gets):
     finally:
         p.terminate()
         p.wait()
+    keep = os.environ.get("GET_INSTR_KEEP")
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+        shutil.copy(out, os.path.join(keep, f"{os.path.basename(cairn)}-{gets}.out"))
     try:
         for ln in open(out):
             if ln.startswith(("summary:", "totals:")):

@@ -34,6 +34,7 @@
 pub mod cluster;
 pub mod decode;
 pub mod error;
+mod fast;
 mod guard;
 mod readers;
 mod routes;
@@ -400,10 +401,11 @@ impl Server {
             // Small JSON responses: no Nagle delay behind the client's delayed ACK.
             let _ = stream.set_nodelay(true);
             // One guard around the router, not one per route: a request then passes through
-            // one boxed service fewer (module `guard`).
+            // one boxed service fewer (module `guard`); GETs by id skip the router (module
+            // `fast`).
             let svc = hyper_util::service::TowerToHyperService::new(tower::Layer::layer(
                 &self.guard,
-                self.router.clone(),
+                fast::FastGet::new(self.state.clone(), self.router.clone()),
             ));
             let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), svc));
             tokio::spawn(async move {

@@ -251,10 +251,49 @@ pub async fn get_doc(
     Path((coll, id)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    decode::address(&coll, &id, s.max_id)?;
+    read_doc(s, DocAddr::Owned(coll, id), &headers).await
+}
+
+/// A document's address: its collection and id, as the router decoded them or as they
+/// stand in a request's path (module `fast`).
+pub(crate) enum DocAddr {
+    Owned(String, String),
+    /// The URI's path is `/{collection}/{id}`, the collection ending at byte `.1` after
+    /// the leading `/`, neither segment needing decoding.
+    InPath(axum::http::Uri, usize),
+}
+
+impl DocAddr {
+    /// The collection and the id.
+    pub(crate) fn parts(&self) -> (&str, &str) {
+        match self {
+            DocAddr::Owned(c, i) => (c, i),
+            DocAddr::InPath(uri, split) => {
+                let p = uri.path().get(1..).unwrap_or("");
+                (
+                    p.get(..*split).unwrap_or(""),
+                    p.get(*split + 1..).unwrap_or(""),
+                )
+            }
+        }
+    }
+}
+
+/// `GET /{collection}/{id}`'s work, for the route and for module `fast`.
+pub(crate) async fn read_doc(
+    s: Arc<AppState>,
+    addr: DocAddr,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let (coll, id) = addr.parts();
+    decode::address(coll, id, s.max_id)?;
     let gate = s.clone();
-    let (version, doc) = read(&gate, move || store::get_kept(&s.env, &s.colls, &coll, &id)).await?;
-    Ok(doc_response(version, doc, &headers))
+    let (version, doc) = read(&gate, move || {
+        let (coll, id) = addr.parts();
+        store::get_kept(&s.env, &s.colls, coll, id)
+    })
+    .await?;
+    Ok(doc_response(version, doc, headers))
 }
 
 /// The answer to a read of one document: 200 with it, or 304 if the request's If-None-Match

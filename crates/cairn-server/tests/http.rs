@@ -66,6 +66,46 @@ fn put_get_replace_delete() {
     c.delete("/nobody/ada").assert_error(404);
 }
 
+/// A plain `GET /{collection}/{id}` is answered without the router (the server's module
+/// `fast`); the same read spelled with a percent-encoded character goes through the router.
+/// Both must answer alike, successes and errors.
+#[test]
+fn reads_by_id_answer_alike_with_and_without_the_router() {
+    let s = TestServer::start();
+    let mut c = s.conn();
+    let r = c.put("/users/abc", r#"{"name": "Ada"}"#);
+    assert_eq!(r.status, 201);
+    let etag = r.header("etag").unwrap().to_string();
+    let long = "k".repeat(3000);
+    let same = |c: &mut Conn, plain: &str, encoded: &str, headers: &[(&str, &str)]| {
+        let a = c.send("GET", plain, headers, b"").unwrap();
+        let b = c.send("GET", encoded, headers, b"").unwrap();
+        let mut ha: Vec<_> = a.headers.iter().filter(|(k, _)| k != "date").collect();
+        let mut hb: Vec<_> = b.headers.iter().filter(|(k, _)| k != "date").collect();
+        ha.sort();
+        hb.sort();
+        assert_eq!(
+            (a.status, &ha, &a.body),
+            (b.status, &hb, &b.body),
+            "{plain}"
+        );
+        a.status
+    };
+    assert_eq!(same(&mut c, "/users/abc", "/users/ab%63", &[]), 200);
+    let inm = [("If-None-Match", etag.as_str())];
+    assert_eq!(same(&mut c, "/users/abc", "/users/ab%63", &inm), 304);
+    let other = [("If-None-Match", "\"ffffff\"")];
+    assert_eq!(same(&mut c, "/users/abc", "/users/ab%63", &other), 200);
+    assert_eq!(same(&mut c, "/users/abd", "/users/ab%64", &[]), 404);
+    assert_eq!(same(&mut c, "/nobody/abc", "/nobod%79/abc", &[]), 404);
+    let (plain, encoded) = (
+        format!("/users/{long}"),
+        format!("/users/k%6B{}", &long[2..]),
+    );
+    assert_eq!(same(&mut c, &plain, &encoded, &[]), 400);
+    assert_eq!(same(&mut c, "/us~ers/abc", "/us%7Eers/abc", &[]), 400);
+}
+
 #[test]
 fn reads_after_a_restart_before_any_write() {
     // A server that has not written a collection since it started reads it by name first,
