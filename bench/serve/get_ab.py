@@ -58,7 +58,7 @@ def main():
         try:
             for conns in CONNS:
                 perf = None
-                if prof and conns == 4000:
+                if prof and conns == int(os.environ.get("GET_AB_PERF_CONNS", "4000")):
                     perf = subprocess.Popen(["perf", "record", "-g", "-F", "999", "-p",
                                              str(srv.p.pid), "-o", "/tmp/perf-get.data", "--",
                                              "sleep", "5"], stderr=subprocess.DEVNULL)
