@@ -33,7 +33,9 @@ def load(d):
         if not m:
             continue
         with open(path) as f:
-            runs.setdefault((server, m[1], int(m[2])), []).append(json.load(f))
+            r = json.load(f)
+        r["_round"] = int(m[3])
+        runs.setdefault((server, m[1], int(m[2])), []).append(r)
     return runs
 
 
@@ -82,7 +84,8 @@ def main():
                            f"{ms(t['p999'])} | {t['bad']} | {t['errs']} |")
         out.append("")
         peers = [s for s in servers if s != "cairn"]
-        out.append(f"Cairn (group commit) req/s over each peer's ({kind.upper()}, medians):\n")
+        out.append(f"Cairn (group commit) req/s over each peer's ({kind.upper()}, medians; in "
+                   f"brackets the range of the ratios of single rounds):\n")
         out.append("| conns | " + " | ".join(f"/ {LABEL[s]}" for s in peers) + " |")
         out.append("|---|" + "---|" * len(peers))
         for c in conns:
@@ -92,7 +95,17 @@ def main():
             cells = []
             for s in peers:
                 r = runs.get((s, kind, c))
-                cells.append(f"{base / stats(r)['rps']:.1f}x" if r else "-")
+                if not r:
+                    cells.append("-")
+                    continue
+                cell = f"{base / stats(r)['rps']:.1f}x"
+                mine = {x["_round"]: x["summary"]["requestsPerSec"]
+                        for x in runs[("cairn", kind, c)]}
+                per = [mine[x["_round"]] / x["summary"]["requestsPerSec"] for x in r
+                       if x["_round"] in mine and x["summary"]["requestsPerSec"]]
+                if len(per) > 1:
+                    cell += f" ({min(per):.1f}-{max(per):.1f}x)"
+                cells.append(cell)
             out.append(f"| {c:,} | " + " | ".join(cells) + " |")
         out.append("")
     mix = [(s, c) for s in servers for c in conns if runs.get((s, "mixget", c))]

@@ -20,7 +20,9 @@ JSONB table, synchronous_commit=on, behind bench/serve-pg, axum + tokio-postgres
 is pinned to core 0 (its helpers too: gunicorn's workers, PostgreSQL's backends), oha to core 1.
 Optionally a 90/10 mix (--mix): two oha processes at once, reads on 90% of the connections and
 POSTs on 10%. Reports go to --out/peers/<server>/<kind>-<conns>-<rep>.json; report.py turns
-them into results.md and the plot.
+them into results.md and the plot. --paired starts a round's servers together and drives
+them run by run in turn (server A's GETs at 1,000 connections, then B's, ...), so the two
+figures a ratio compares are seconds apart on a machine whose speed drifts over minutes.
 """
 
 import argparse
@@ -273,60 +275,86 @@ def requests(addr):
     return post, get
 
 
+def make_server(a, name):
+    return {
+        "cairn": lambda: Cairn(a.cairn, False),
+        "cairn-logged": lambda: Cairn(a.cairn, False, logged=True),
+        "cairn-pages": lambda: Cairn(a.cairn, False, pages=True),
+        "cairn-nogroup": lambda: Cairn(a.cairn, True),
+        "flask": lambda: Flask(),
+        "postgres": lambda: Postgres(a.serve_pg),
+    }[name]()
+
+
+def save(d, name, rep, kind, conns, r):
+    r["when"] = time.strftime("%H:%M:%S", time.gmtime())
+    r["loadavg"] = os.getloadavg()[0]
+    with open(os.path.join(d, f"{kind}-{conns}-{rep}.json"), "w") as f:
+        json.dump(r, f, indent=1)
+    print(name, rep, row(kind.upper(), conns, r), flush=True)
+
+
+def point(a, name, d, addr, rep, conns, kinds):
+    """One server's runs at one connection count: each kind of `kinds`, then the mix."""
+    post, get = requests(addr)
+    for kind in kinds:
+        if kind == "get" and a.get_generator == "wrk" and not a.rate:
+            r = wrk_get(addr, conns, a.seconds)
+        else:
+            r = oha(a.oha, post if kind == "post" else get, conns, a.seconds, a.rate)
+        save(d, name, rep, kind, conns, r)
+        time.sleep(1)
+    if a.mix and conns >= 10 and len(kinds) == 2:
+        # 90/10: two oha processes at once on the same core, reads on 90% of the
+        # connections, POSTs on the other 10% (closed loop each).
+        w = conns // 10
+        procs = [
+            subprocess.Popen(oha_cmd(a.oha, get, conns - w, a.seconds, 0),
+                             stdout=subprocess.PIPE, text=True),
+            subprocess.Popen(oha_cmd(a.oha, post, w, a.seconds, 0),
+                             stdout=subprocess.PIPE, text=True),
+        ]
+        res = [json.loads(p.communicate()[0]) for p in procs]
+        for kind, r in zip(["mixget", "mixpost"], res):
+            save(d, name, rep, kind, conns, r)
+        time.sleep(1)
+
+
 def peers(a):
     """The --peers mode: every server named, each on a fresh store, the same runs."""
     out = os.path.join(a.out, "peers")
+    names = a.peers.split(",")
+    conns_list = [int(c) for c in a.conns.split(",")]
     for rep in range(a.first_round, a.first_round + a.repeat):
-        for name in a.peers.split(","):
-            srv = {
-                "cairn": lambda: Cairn(a.cairn, False),
-                "cairn-logged": lambda: Cairn(a.cairn, False, logged=True),
-                "cairn-pages": lambda: Cairn(a.cairn, False, pages=True),
-                "cairn-nogroup": lambda: Cairn(a.cairn, True),
-                "flask": lambda: Flask(),
-                "postgres": lambda: Postgres(a.serve_pg),
-            }[name]()
-            d = os.path.join(out, name)
-            os.makedirs(d, exist_ok=True)
-            addr = srv.start()
+        # --paired: every server of the round up at once (each on its fresh store, idle
+        # while another is driven), and each run of one server followed at once by the
+        # same run of the others, in an order that alternates between rounds; so the runs
+        # a ratio compares are seconds apart, not the minutes of a server's whole set.
+        groups = [names] if a.paired else [[n] for n in names]
+        for group in groups:
+            srvs, dirs, addrs = {}, {}, {}
             try:
-                if isinstance(srv, Postgres):
-                    with open(os.path.join(d, "version.txt"), "w") as f:
-                        f.write(srv.version + "\n")
-                post, get = requests(addr)
-                for conns in [int(c) for c in a.conns.split(",")]:
-                    kinds = [("post", post), ("get", get)]
-                    for kind, args in kinds:
-                        if kind == "get" and a.get_generator == "wrk" and not a.rate:
-                            r = wrk_get(addr, conns, a.seconds)
-                        else:
-                            r = oha(a.oha, args, conns, a.seconds, a.rate)
-                        r["when"] = time.strftime("%H:%M:%S", time.gmtime())
-                        r["loadavg"] = os.getloadavg()[0]
-                        with open(os.path.join(d, f"{kind}-{conns}-{rep}.json"), "w") as f:
-                            json.dump(r, f, indent=1)
-                        print(name, rep, row(kind.upper(), conns, r), flush=True)
-                        time.sleep(1)
-                    if a.mix and conns >= 10:
-                        # 90/10: two oha processes at once on the same core, reads on 90% of
-                        # the connections, POSTs on the other 10% (closed loop each).
-                        w = conns // 10
-                        procs = [
-                            subprocess.Popen(oha_cmd(a.oha, get, conns - w, a.seconds, 0),
-                                             stdout=subprocess.PIPE, text=True),
-                            subprocess.Popen(oha_cmd(a.oha, post, w, a.seconds, 0),
-                                             stdout=subprocess.PIPE, text=True),
-                        ]
-                        res = [json.loads(p.communicate()[0]) for p in procs]
-                        for kind, r in zip(["mixget", "mixpost"], res):
-                            r["when"] = time.strftime("%H:%M:%S", time.gmtime())
-                            r["loadavg"] = os.getloadavg()[0]
-                            with open(os.path.join(d, f"{kind}-{conns}-{rep}.json"), "w") as f:
-                                json.dump(r, f, indent=1)
-                            print(name, rep, row(kind.upper(), conns, r), flush=True)
-                        time.sleep(1)
+                for name in group:
+                    srv = make_server(a, name)
+                    dirs[name] = os.path.join(out, name)
+                    os.makedirs(dirs[name], exist_ok=True)
+                    addrs[name] = srv.start()
+                    srvs[name] = srv
+                    if isinstance(srvs[name], Postgres):
+                        with open(os.path.join(dirs[name], "version.txt"), "w") as f:
+                            f.write(srvs[name].version + "\n")
+                order = group if rep % 2 else list(reversed(group))
+                for conns in conns_list:
+                    if a.paired:
+                        for kind in ["post", "get"]:
+                            for name in order:
+                                point(a, name, dirs[name], addrs[name], rep, conns, [kind])
+                    else:
+                        name = group[0]
+                        point(a, name, dirs[name], addrs[name], rep, conns, ["post", "get"])
             finally:
-                srv.stop()
+                for srv in srvs.values():
+                    srv.stop()
 
 
 def row(name, conns, r):
@@ -359,6 +387,9 @@ def main():
     ap.add_argument("--first-round", type=int, default=1,
                     help="--peers: number of the first round (to add rounds to a run's reports)")
     ap.add_argument("--mix", action="store_true", help="--peers: also the 90/10 mix")
+    ap.add_argument("--paired", action="store_true",
+                    help="--peers: all servers of a round up at once, each run of one server "
+                         "right before the same run of the others (no mix)")
     ap.add_argument("--get-generator", choices=["oha", "wrk"], default="oha",
                     help="--peers: what drives the closed-loop GETs (wrk: bench/serve/wrk_get.lua;"
                          " oha's own core caps it near 32,000 GETs/s at 1,000 connections)")
