@@ -2,7 +2,10 @@
 //! transaction by default) against Cairn alone. Not a benchmark (the harness in bench/ is); run it under
 //! `perf record` or callgrind to see where a write transaction spends its time.
 //!
-//!   cargo run --release -p cairn --example fillrandom -- [records] [durable|lazy|logged] [sync|nosync|<MiB>|<ms>ms] [puts per txn]
+//!   cargo run --release -p cairn --example fillrandom -- [records] [durable|lazy|logged] [sync|nosync|<MiB>|<ms>ms] [puts per txn] [delete]
+//!
+//! `delete` then deletes every key in another random order, as many a transaction (db_bench's
+//! deleterandom), timed apart in `work_delete` (callgrind: `--toggle-collect='*work_delete*'`).
 
 use cairn::{Durability, Env, PutFlags};
 use std::time::Instant;
@@ -67,5 +70,42 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "fillrandom {n}: {:.0} puts/s ({secs:.2} s)",
         n as f64 / secs
     );
+    if args.next().as_deref() == Some("delete") {
+        let t = Instant::now();
+        let deleted = work_delete(&env, db, n, batch)?;
+        let secs = t.elapsed().as_secs_f64();
+        println!(
+            "deleterandom {n}: {:.0} deletes/s ({secs:.2} s, {deleted} found)",
+            n as f64 / secs
+        );
+    }
     Ok(())
+}
+
+/// Deletes keys 0..n in a random order (each once), `batch` a transaction; how many existed.
+#[inline(never)]
+fn work_delete(
+    env: &Env,
+    db: cairn::Database,
+    n: u64,
+    batch: u64,
+) -> Result<u64, Box<dyn std::error::Error>> {
+    // A random permutation of 0..n (Fisher-Yates over a xorshift sequence).
+    let mut order: Vec<u64> = (0..n).collect();
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    for i in (1..order.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        order.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    let mut found = 0;
+    for chunk in order.chunks(batch as usize) {
+        let mut w = env.write_txn()?;
+        for &k in chunk {
+            found += u64::from(w.delete(db, format!("{k:016}").as_bytes())?);
+        }
+        w.commit()?;
+    }
+    Ok(found)
 }
