@@ -11,8 +11,8 @@ GETs of random ids over 20 connections (oha, closed loop) in two separate runs; 
 shutdown cancel out.
 
 Usage: get_instr.py CAIRN [CAIRN...]   (N1, N2 = 2,000, 22,000; GET_INSTR_N="2000,22000")
-GET_INSTR_KEEP=DIR keeps each run's callgrind output there (NAME-GETS.out) for
-callgrind_annotate.
+GET_INSTR_CONNS (default 20) sets oha's connections. GET_INSTR_KEEP=DIR keeps each run's
+callgrind output there (NAME-GETS.out) for callgrind_annotate.
 """
 
 import json
@@ -43,8 +43,9 @@ def instructions(cairn, gets):
         addr = line.split("listening on ", 1)[1].strip()
         run.preload(addr)
         _, get = run.requests(addr)
+        conns = os.environ.get("GET_INSTR_CONNS", "20")
         r = subprocess.run([os.path.join(run.TARGET, "tools", "bin", "oha"), "--no-tui",
-                            "--output-format", "json", "-n", str(gets), "-c", "20"] + get,
+                            "--output-format", "json", "-n", str(gets), "-c", conns] + get,
                            capture_output=True, text=True, check=True)
         codes = json.loads(r.stdout).get("statusCodeDistribution", {})
         if codes != {"200": gets}:
