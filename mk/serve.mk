@@ -66,7 +66,9 @@ bench-serve-peers: serve-peer-tools
 # ceiling"). At 1,000 connections oha spends its whole core near 32,000 GETs/s, so a faster
 # server cannot show there; wrk's Lua script (bench/serve/wrk_get.lua) asks for the same random
 # preloaded ids and reports in oha's JSON shape. Results in docs/bench/serve/reads-wrk.
-BENCH_READS_ARGS ?= --seconds 5 --conns 100,1000,4000 --repeat 3
+# --paired: both servers up at once, each run of one right beside the same run of the other
+# (the machine's speed drifts over minutes; docs/bench/serve/README.md, "Session 18"), 6 rounds.
+BENCH_READS_ARGS ?= --seconds 5 --conns 100,1000,4000 --repeat 6 --paired
 define need_wrk
 @command -v wrk >/dev/null || { $(call apt_install,wrk); }
 endef
