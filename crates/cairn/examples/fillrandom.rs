@@ -10,6 +10,11 @@
 use cairn::{Durability, Env, PutFlags};
 use std::time::Instant;
 
+// The fixed-seed random order of the profiling examples (the rest is unused here).
+#[allow(dead_code)]
+#[path = "support/pairs.rs"]
+mod pairs;
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let n: u64 = args
@@ -90,15 +95,7 @@ fn work_delete(
     n: u64,
     batch: u64,
 ) -> Result<u64, Box<dyn std::error::Error>> {
-    // A random permutation of 0..n (Fisher-Yates over a xorshift sequence).
-    let mut order: Vec<u64> = (0..n).collect();
-    let mut x = 0x2545_F491_4F6C_DD1Du64;
-    for i in (1..order.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        order.swap(i, (x % (i as u64 + 1)) as usize);
-    }
+    let order = pairs::permutation(n, 0x2545_F491_4F6C_DD1D);
     let mut found = 0;
     for chunk in order.chunks(batch as usize) {
         let mut w = env.write_txn()?;
