@@ -325,11 +325,15 @@ impl EnvInner {
     }
 
     pub(crate) fn lookup_db(&self, name: &str) -> Option<usize> {
-        self.dbs
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .position(|d| d.name.as_deref() == Some(name))
+        position_of(&self.dbs.read().unwrap_or_else(|p| p.into_inner()), name)
+    }
+
+    /// The handle of registry entry `idx`.
+    fn handle(&self, idx: usize) -> Database {
+        Database {
+            idx: idx as u32,
+            env_id: self.id,
+        }
     }
 
     /// The registry for a change: the generation moves, so every cached view is dropped.
@@ -381,25 +385,19 @@ impl EnvInner {
         // its databases by name in every transaction would otherwise drop them all each time).
         {
             let g = self.dbs.read().unwrap_or_else(|p| p.into_inner());
-            if let Some(i) = g.iter().position(|d| d.name.as_deref() == Some(name)) {
-                if g[i].flags == flags {
-                    return Ok(Database {
-                        idx: i as u32,
-                        env_id: self.id,
-                    });
-                }
+            if let Some(i) = position_of(&g, name).filter(|&i| g[i].flags == flags) {
+                return Ok(self.handle(i));
             }
         }
         let mut g = self.dbs_mut();
-        if let Some(i) = g.iter().position(|d| d.name.as_deref() == Some(name)) {
+        // Registered with other flags, or meanwhile by another thread (then the order a
+        // user set on it stays).
+        if let Some(i) = position_of(&g, name) {
             if g[i].flags != flags {
                 g[i].flags = flags;
                 g[i].cmp = cmp_for(flags);
             }
-            return Ok(Database {
-                idx: i as u32,
-                env_id: self.id,
-            });
+            return Ok(self.handle(i));
         }
         // LMDB's max_dbs: a limit on the handle table (slot 0 is the main database's), not
         // on the names the file holds.
@@ -414,10 +412,7 @@ impl EnvInner {
             cmp: cmp_for(flags),
             dup_cmp: None,
         });
-        Ok(Database {
-            idx: (g.len() - 1) as u32,
-            env_id: self.id,
-        })
+        Ok(self.handle(g.len() - 1))
     }
 
     pub(crate) fn put_writer(&self, ws: WriterState) {
@@ -441,4 +436,9 @@ impl EnvInner {
             self.writer_cv.notify_one();
         }
     }
+}
+
+/// Where the registry holds the named database `name`, if it does.
+fn position_of(dbs: &[DbInfo], name: &str) -> Option<usize> {
+    dbs.iter().position(|d| d.name.as_deref() == Some(name))
 }
