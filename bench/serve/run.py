@@ -256,15 +256,25 @@ def oha(oha_bin, args, conns, seconds, rate):
     return json.loads(out)
 
 
-def wrk_get(addr, conns, seconds):
-    """A closed loop of GETs by random preloaded id with wrk (Debian's package; one thread on
-    core 1), reported in oha's JSON shape (bench/serve/wrk_get.lua)."""
+def wrk_cmd(addr, conns, seconds):
+    """wrk (Debian's package; one thread on core 1) running GETs by random preloaded id in a
+    closed loop (bench/serve/wrk_get.lua, which prints its report in oha's JSON shape)."""
     lua = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wrk_get.lua")
-    cmd = pin(1) + ["wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "--timeout", "10s", "-s", lua,
-                    f"http://{addr}"]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return pin(1) + ["wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "--timeout", "10s", "-s", lua,
+                     f"http://{addr}"]
+
+
+def wrk_report(out):
+    """The report in wrk_cmd's output."""
     line = next(ln for ln in out.splitlines() if ln.startswith('{"summary"'))
     return json.loads(line)
+
+
+def wrk_get(addr, conns, seconds):
+    """A closed loop of GETs by random preloaded id with wrk (wrk_cmd), its report."""
+    out = subprocess.run(wrk_cmd(addr, conns, seconds), capture_output=True, text=True,
+                         check=True).stdout
+    return wrk_report(out)
 
 
 def requests(addr):
@@ -294,8 +304,9 @@ def save(d, name, rep, kind, conns, r):
     print(name, rep, row(kind.upper(), conns, r), flush=True)
 
 
-def point(a, name, d, addr, rep, conns, kinds):
-    """One server's runs at one connection count: each kind of `kinds`, then the mix."""
+def point(a, name, d, addr, rep, conns, kinds, mix):
+    """One server's runs at one connection count: each kind of `kinds`, then the mix if
+    `mix`."""
     post, get = requests(addr)
     for kind in kinds:
         if kind == "get" and a.get_generator == "wrk" and not a.rate:
@@ -304,7 +315,7 @@ def point(a, name, d, addr, rep, conns, kinds):
             r = oha(a.oha, post if kind == "post" else get, conns, a.seconds, a.rate)
         save(d, name, rep, kind, conns, r)
         time.sleep(1)
-    if a.mix and conns >= 10 and len(kinds) == 2:
+    if mix and conns >= 10:
         # 90/10: two oha processes at once on the same core, reads on 90% of the
         # connections, POSTs on the other 10% (closed loop each).
         w = conns // 10
@@ -348,10 +359,12 @@ def peers(a):
                     if a.paired:
                         for kind in ["post", "get"]:
                             for name in order:
-                                point(a, name, dirs[name], addrs[name], rep, conns, [kind])
+                                point(a, name, dirs[name], addrs[name], rep, conns, [kind],
+                                      False)
                     else:
                         name = group[0]
-                        point(a, name, dirs[name], addrs[name], rep, conns, ["post", "get"])
+                        point(a, name, dirs[name], addrs[name], rep, conns, ["post", "get"],
+                              a.mix)
             finally:
                 for srv in srvs.values():
                     srv.stop()

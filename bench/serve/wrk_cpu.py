@@ -9,7 +9,6 @@ generator's, is the limit (oha spends its whole core near 32,000 GETs/s).
 Usage: wrk_cpu.py CAIRN [CAIRN...]   (WRK_CPU_CONNS="1000,4000,1000,4000")
 """
 
-import json
 import os
 import resource
 import subprocess
@@ -29,20 +28,17 @@ def main():
         sys.exit(__doc__)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    lua = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wrk_get.lua")
     for cairn in bins:
         srv = run.Cairn(cairn, False)
         addr = srv.start()
         try:
             for conns in CONNS:
                 s0 = cpu_seconds(srv.p.pid)
-                p = subprocess.run(["/usr/bin/time", "-f", "wrk-cpu %U %S"] + run.pin(1)
-                                   + ["wrk", "-t1", f"-c{conns}", f"-d{SECONDS}s", "--timeout",
-                                      "10s", "-s", lua, f"http://{addr}"],
+                p = subprocess.run(["/usr/bin/time", "-f", "wrk-cpu %U %S"]
+                                   + run.wrk_cmd(addr, conns, SECONDS),
                                    capture_output=True, text=True, check=True)
                 s1 = cpu_seconds(srv.p.pid)
-                line = next(ln for ln in p.stdout.splitlines() if ln.startswith('{"summary"'))
-                rps = json.loads(line)["summary"]["requestsPerSec"]
+                rps = run.wrk_report(p.stdout)["summary"]["requestsPerSec"]
                 wrk = " ".join(ln for ln in p.stderr.splitlines() if ln.startswith("wrk-cpu"))
                 per = (s1 - s0) / (rps * SECONDS) * 1e6 if rps else float("nan")
                 print(f"{cairn} {conns} conns: {rps:,.0f} GETs/s, {wrk}, server {s1 - s0:.2f} s "

@@ -269,11 +269,8 @@ impl DocAddr {
         match self {
             DocAddr::Owned(c, i) => (c, i),
             DocAddr::InPath(uri, split) => {
-                let p = uri.path().get(1..).unwrap_or("");
-                (
-                    p.get(..*split).unwrap_or(""),
-                    p.get(*split + 1..).unwrap_or(""),
-                )
+                let p = &uri.path()[1..];
+                (&p[..*split], &p[*split + 1..])
             }
         }
     }
