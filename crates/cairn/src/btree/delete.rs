@@ -49,6 +49,22 @@ pub fn delete_db_node<W: PageWriter + ?Sized>(
     delete_node(w, main, cmp, name, true, true)
 }
 
+/// `delete_with` without merging (the free tree's updates at commit), also returning the leaf
+/// the key was deleted from and the slot before the key's, when the leaf keeps other keys (no
+/// page was freed then, rebalancing had nothing to do): a hint for [`delete_in_leaf`] and
+/// [`super::insert::put_in_leaf`], so that a run of sorted deletes descends once per leaf, not
+/// once per key. None when the key was absent or the leaf emptied.
+pub fn delete_landing<W: PageWriter + ?Sized>(
+    w: &mut W,
+    rec: &mut DbRecord,
+    cmp: &KeyCmp,
+    key: &[u8],
+) -> Result<Option<(u64, usize)>> {
+    let mut landed = None;
+    delete_node_at(w, rec, cmp, key, false, false, &mut landed)?;
+    Ok(landed)
+}
+
 /// `delete_with` of a node that is a named database's (`db`) or is not: the other kind is
 /// refused, changing nothing.
 fn delete_node<W: PageWriter + ?Sized>(
@@ -58,6 +74,20 @@ fn delete_node<W: PageWriter + ?Sized>(
     key: &[u8],
     merge: bool,
     db: bool,
+) -> Result<bool> {
+    delete_node_at(w, rec, cmp, key, merge, db, &mut None)
+}
+
+/// [`delete_node`], setting `landed` to the leaf and the slot before the key's when the leaf
+/// kept other keys and nothing was merged (`merge` false).
+fn delete_node_at<W: PageWriter + ?Sized>(
+    w: &mut W,
+    rec: &mut DbRecord,
+    cmp: &KeyCmp,
+    key: &[u8],
+    merge: bool,
+    db: bool,
+    landed: &mut Option<(u64, usize)>,
 ) -> Result<bool> {
     // A read-only descent first, so that deleting an absent key touches nothing. When it ends
     // in a dirty leaf, the whole path is dirty (a page is made writable only below a writable
@@ -75,7 +105,13 @@ fn delete_node<W: PageWriter + ?Sized>(
     } else {
         touch_path(w, rec, &mut path, pg)?
     };
+    // Without merging, a leaf that keeps a key is left where it is (rebalancing acts only on
+    // an emptied one), so it stays a dirty leaf of the tree.
+    let keeps = !merge && tree_page(w, pg)?.nkeys() >= 2;
     remove_at(w, rec, cmp, path, pg, i, merge)?;
+    if keeps {
+        *landed = Some((pg, i.saturating_sub(1)));
+    }
     Ok(true)
 }
 

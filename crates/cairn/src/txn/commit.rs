@@ -427,16 +427,15 @@ impl RwTxn<'_> {
                             .map(|i| (leaf, i.saturating_sub(1))),
                             None => None,
                         };
-                        hint = done;
-                        if done.is_none() {
-                            btree::delete::delete_with(
+                        hint = match done {
+                            Some(d) => Some(d),
+                            None => btree::delete::delete_landing(
                                 self,
                                 &mut rec,
                                 &KeyCmp::Bytes,
                                 &key,
-                                false,
-                            )?;
-                        }
+                            )?,
+                        };
                     }
                 }
                 self.free_rec = rec;
