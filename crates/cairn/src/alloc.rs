@@ -8,7 +8,8 @@
 //!   when no reader, and not the last steady commit, lies in that interval. This frees pages that
 //!   were born and died between two open readers, not only those older than the oldest reader.
 //! - Adjacent reusable runs are merged, so bookkeeping is by runs, not pages.
-//! - Every change is recorded in `dirty` (persisted into the free tree at commit) and in the
+//! - Every change is recorded in `dirty` (by span: the free tree's record of the span that
+//!   holds the run's first page is rewritten at commit) and in the
 //!   undo log (replayed backward on abort, to any nesting depth), except a pending run that
 //!   becomes reusable without merging: the free tree keeps it as pending, which is equivalent
 //!   (loading re-examines every pending run against the pins of its time), and the change
@@ -19,6 +20,7 @@
 //!   reloaded set starts from 0), used only to decide when a lazy commit flushes to give them
 //!   back (`recovery_flush_due`), never to decide what is reusable.
 
+use crate::error::{Error, Result};
 use crate::pageset::PageMap;
 use crate::pageset::PageSet;
 use std::collections::BTreeMap;
@@ -34,45 +36,102 @@ pub struct Run {
     pub freed: u64,
 }
 
-/// Encoded size of a run in the free tree: len, birth, freed.
-pub const RUN_VALUE: usize = 24;
+/// Pages per span, as a shift: the free tree (format version 4) holds one record per span of
+/// 1,024 pages that holds the first page of some run. A random workload changes runs all over
+/// the file at every commit (each page copied frees one run and takes another), ~2,400
+/// free-tree keys a commit at 1M keys when every run was a key, which fell in ~63 spans of
+/// 1,024 pages (docs/bench/causes.md, session 18): a commit rewrites a span's record once,
+/// however many of its runs changed.
+pub const SPAN_SHIFT: u32 = 10;
 
-impl Run {
-    /// Free-tree value.
-    pub fn encode(&self) -> [u8; RUN_VALUE] {
-        let mut b = [0u8; RUN_VALUE];
-        b[0..8].copy_from_slice(&self.len.to_le_bytes());
-        b[8..16].copy_from_slice(&self.birth.to_le_bytes());
-        b[16..24].copy_from_slice(&self.freed.to_le_bytes());
-        b
+/// Free-tree key of a span: its number, big-endian so bytewise order is numeric.
+pub fn span_key(span: u64) -> [u8; 8] {
+    span.to_be_bytes()
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
     }
-    /// Decodes a free-tree value.
-    pub fn decode(b: &[u8]) -> Option<Run> {
-        if b.len() != RUN_VALUE {
+    out.push(v as u8);
+}
+
+/// A LEB128 varint from `b` at `*at`; None when truncated or past 64 bits.
+fn get_varint(b: &[u8], at: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let x = *b.get(*at)?;
+        *at += 1;
+        let bits = u64::from(x & 0x7f);
+        if shift == 63 && bits > 1 {
             return None;
         }
-        let g = |i: usize| {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(&b[i..i + 8]);
-            u64::from_le_bytes(a)
-        };
-        Some(Run {
-            len: g(0),
-            birth: g(8),
-            freed: g(16),
-        })
+        v |= bits << shift;
+        if x & 0x80 == 0 {
+            return Some(v);
+        }
     }
+    None
 }
 
-/// Free-tree key of a run: its first page, big-endian so bytewise order is numeric.
-pub fn run_key(start: u64) -> [u8; 8] {
-    start.to_be_bytes()
-}
-
-/// Decodes a free-tree key.
-pub fn decode_run_key(k: &[u8]) -> Option<u64> {
-    let a: [u8; 8] = k.try_into().ok()?;
-    Some(u64::from_be_bytes(a))
+/// Decodes one record of a free tree written in format `version`, calling `f` with each run
+/// (its first page and the run) in ascending order of first page. Version 4: key = span
+/// number, value = the span's runs (docs/design.md, "Free tree"); version 3: key = the run's
+/// first page, value = one run in 24 bytes. Checks the record's own shape (lengths, order,
+/// offsets inside the span); the caller checks runs against the file and each other.
+pub fn decode_free_record(
+    version: u32,
+    key: &[u8],
+    val: &[u8],
+    mut f: impl FnMut(u64, Run) -> Result<()>,
+) -> Result<()> {
+    let bad = |what: &str| Error::corrupted(format!("free tree record: {what}"));
+    let k: [u8; 8] = key.try_into().map_err(|_| bad("key is not 8 bytes"))?;
+    let k = u64::from_be_bytes(k);
+    if version == 3 {
+        let v: &[u8; 24] = val.try_into().map_err(|_| bad("value is not 24 bytes"))?;
+        let g = |i: usize| u64::from_le_bytes(v[i..i + 8].try_into().expect("8 bytes"));
+        return f(
+            k,
+            Run {
+                len: g(0),
+                birth: g(8),
+                freed: g(16),
+            },
+        );
+    }
+    if k > u64::MAX >> SPAN_SHIFT {
+        return Err(bad("span number out of range"));
+    }
+    if val.is_empty() {
+        return Err(bad("empty span"));
+    }
+    let base = k << SPAN_SHIFT;
+    let mut at = 0;
+    let mut last: Option<u64> = None;
+    // Each run takes at least 5 bytes (the offset, a byte per varint): at most len / 5 turns.
+    while at < val.len() {
+        let off = val
+            .get(at..at + 2)
+            .map(|b| u64::from(u16::from_le_bytes([b[0], b[1]])))
+            .ok_or_else(|| bad("truncated offset"))?;
+        at += 2;
+        if off >> SPAN_SHIFT != 0 || last.is_some_and(|l| off <= l) {
+            return Err(bad(&format!(
+                "span {k}: offset {off} out of order or range"
+            )));
+        }
+        last = Some(off);
+        let mut field = || get_varint(val, &mut at).ok_or_else(|| bad("truncated varint"));
+        let run = Run {
+            len: field()?,
+            birth: field()?,
+            freed: field()?,
+        };
+        f(base + off, run)?;
+    }
+    Ok(())
 }
 
 /// The runs by first page: a hash map for the run at a page and a bitmap of the starts for
@@ -243,12 +302,38 @@ impl FreeState {
         self.mark_dirty(start);
     }
 
-    /// Records a changed key; a repeat of the last one (allocations from one run) is left
-    /// out here rather than sorted away in `take_dirty`.
+    /// Records a changed span (that of a run's first page); a repeat of the last one
+    /// (allocations from one run, changes close together) is left out here rather than
+    /// sorted away in `take_dirty`.
     #[inline]
     fn mark_dirty(&mut self, start: u64) {
-        if self.dirty.last() != Some(&start) {
-            self.dirty.push(start);
+        let span = start >> SPAN_SHIFT;
+        if self.dirty.last() != Some(&span) {
+            self.dirty.push(span);
+        }
+    }
+
+    /// Marks every span that holds a run changed: the whole set is written again (a file
+    /// whose free tree has another format, rebuilt at its first commit).
+    pub fn mark_all_dirty(&mut self) {
+        let starts: Vec<u64> = self.runs.starts.iter().collect();
+        for s in starts {
+            self.mark_dirty(s);
+        }
+    }
+
+    /// The record of span `span` (docs/design.md, "Free tree") into `out`, replacing its
+    /// contents: empty when no run starts in the span (its key is then deleted).
+    pub fn encode_span(&self, span: u64, out: &mut Vec<u8>) {
+        out.clear();
+        let base = span << SPAN_SHIFT;
+        let end = base + (1 << SPAN_SHIFT);
+        for s in self.runs.starts.range(base, end) {
+            let r = self.runs.data[&s];
+            out.extend_from_slice(&((s - base) as u16).to_le_bytes());
+            put_varint(out, r.len);
+            put_varint(out, r.birth);
+            put_varint(out, r.freed);
         }
     }
 
@@ -276,7 +361,7 @@ impl FreeState {
         self.undo.clear();
     }
 
-    /// Takes the keys changed since the last call into `out`, to persist them (ascending,
+    /// Takes the spans changed since the last call into `out`, to persist them (ascending,
     /// once each); the set keeps `out`'s old buffer, so that neither grows again each commit.
     pub fn take_dirty(&mut self, out: &mut Vec<u64>) {
         out.clear();
@@ -291,6 +376,7 @@ impl FreeState {
     }
 
     /// The run starting at `start`.
+    #[cfg(test)]
     pub fn get(&self, start: u64) -> Option<Run> {
         self.runs.get(start).copied()
     }
@@ -479,6 +565,23 @@ impl FreeState {
 
 #[cfg(test)]
 impl FreeState {
+    /// The runs of spans `0..=last` as their records encode them, decoded again.
+    fn runs_through_records(&self, last: u64) -> Vec<(u64, Run)> {
+        let mut got = Vec::new();
+        let mut val = Vec::new();
+        for span in 0..=last {
+            self.encode_span(span, &mut val);
+            if !val.is_empty() {
+                decode_free_record(4, &span_key(span), &val, |s, r| {
+                    got.push((s, r));
+                    Ok(())
+                })
+                .expect("a record this set encoded decodes");
+            }
+        }
+        got
+    }
+
     /// Checks every index against the runs (the module's invariants).
     fn check_indexes(&self) {
         let mut end = 0;
@@ -610,6 +713,9 @@ mod model {
                 } else {
                     f.take_dirty(&mut dirty);
                     prop_assert!(dirty.windows(2).all(|w| w[0] < w[1]));
+                    // Every span's record decodes to the span's runs, and only those.
+                    let last = f.runs.iter().last().map_or(0, |(s, _)| s >> SPAN_SHIFT);
+                    prop_assert_eq!(f.runs_through_records(last), f.runs.iter().collect::<Vec<_>>());
                 }
                 f.forget_undo();
                 f.check_indexes();
@@ -635,6 +741,91 @@ mod model {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// Runs anywhere in a file of many spans (some crossing a span's end, some with
+        /// txnids past 32 bits) come back from their spans' records as they went in.
+        #[test]
+        fn span_records_round_trip(
+            runs in proptest::collection::btree_map(
+                0u64..20_000,
+                (1u64..3_000, proptest::prelude::any::<u64>(), 0u64..3),
+                0..200,
+            )
+        ) {
+            let mut f = FreeState::default();
+            let mut end = 0;
+            let mut want = Vec::new();
+            for (&start, &(len, birth, freed)) in &runs {
+                if start < end {
+                    continue;
+                }
+                let r = Run { len, birth, freed: freed * birth };
+                f.load(start, r);
+                want.push((start, r));
+                end = start + len;
+            }
+            proptest::prop_assert_eq!(f.runs_through_records(20_000 >> SPAN_SHIFT), want);
+        }
+
+        /// Any bytes as a span's record: runs or a `Corrupted` error, never a panic, and
+        /// offsets always ascending inside the span.
+        #[test]
+        fn span_records_from_any_bytes(
+            span in 0u64..(1 << 38),
+            val in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+        ) {
+            let mut last = None;
+            let r = decode_free_record(4, &span_key(span), &val, |s, _| {
+                assert_eq!(s >> SPAN_SHIFT, span);
+                assert!(last.is_none_or(|l| s > l));
+                last = Some(s);
+                Ok(())
+            });
+            if let Err(e) = r {
+                proptest::prop_assert!(matches!(e, Error::Corrupted { .. }), "{e:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn span_records_refuse_bad_shapes() {
+        let key = span_key(3);
+        let bad = |v: &[u8]| decode_free_record(4, &key, v, |_, _| Ok(())).is_err();
+        assert!(bad(&[]), "an empty record");
+        assert!(bad(&[0]), "a truncated offset");
+        assert!(bad(&[0, 4, 1, 1, 1]), "offset 1,024, past the span");
+        assert!(bad(&[5, 0, 1, 1, 1, 5, 0, 1, 1, 1]), "a repeated offset");
+        assert!(bad(&[5, 0, 1, 0x80]), "a truncated varint");
+        let mut past_64_bits = vec![5, 0];
+        past_64_bits.extend([0xff; 9]);
+        past_64_bits.extend([0x02, 1, 1]);
+        assert!(bad(&past_64_bits), "a varint past 64 bits");
+        assert!(bad(&[0; 24][..23]) && !bad(&[1, 0, 1, 2, 3]));
+        assert!(decode_free_record(4, &[0; 7], &[1, 0, 1, 2, 3], |_, _| Ok(())).is_err());
+        let mut v3 = Vec::new();
+        decode_free_record(
+            3,
+            &7u64.to_be_bytes(),
+            &[[2, 0, 0, 0, 0, 0, 0, 0], [9; 8], [0; 8]].concat(),
+            |s, r| {
+                v3.push((s, r));
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            v3,
+            [(
+                7,
+                Run {
+                    len: 2,
+                    birth: 0x0909_0909_0909_0909,
+                    freed: 0
+                }
+            )]
+        );
+    }
 
     #[test]
     fn merge_alloc_and_rollback() {
@@ -704,19 +895,21 @@ mod tests {
     #[test]
     fn release_in_place_is_neither_persisted_nor_undone() {
         let mut f = FreeState::default();
+        // 5 in span 0, the others in span 2.
+        let (p9, p10) = (2 << SPAN_SHIFT | 9, 2 << SPAN_SHIFT | 10);
         f.add_pending(5, 1, 3, 6);
-        f.add_pending(9, 1, 3, 7);
-        f.add_reusable(10, 2);
+        f.add_pending(p9, 1, 3, 7);
+        f.add_reusable(p10, 2);
         f.take_dirty(&mut Vec::new());
         f.forget_undo();
         f.release(&[]);
         // 5 had no reusable neighbour: reusable in memory, nothing to write.
         assert_eq!(f.get(5).unwrap().freed, 0);
         // 9 merged with 10: a new key layout, which the free tree must learn.
-        assert_eq!(f.get(9).unwrap().len, 3);
+        assert_eq!(f.get(p9).unwrap().len, 3);
         let mut dirty = Vec::new();
         f.take_dirty(&mut dirty);
-        assert!(!dirty.contains(&5) && dirty.contains(&9) && dirty.contains(&10));
+        assert_eq!(dirty, [2]);
         // An abort undoes the merge (to be redone by the next release) but not the release of 5.
         f.rollback(0);
         assert_eq!(f.get(5).unwrap().freed, 0);

@@ -13,7 +13,7 @@
 //! its structure, counts and pages are checked, identical neighbours are still refused, and the
 //! report's `notes` say what was left out. Such a file is never reported as corrupted for it.
 
-use crate::alloc::{self, Run};
+use crate::alloc;
 use crate::btree::dup::Form;
 use crate::btree::{cursor::Position, PageSource, MAX_DEPTH};
 use crate::error::{Error, Result};
@@ -491,16 +491,17 @@ pub(crate) fn check(src: &Snapshot<'_>, env: &EnvInner) -> Result<Report> {
         let (k, v) = pos
             .current(src)?
             .ok_or_else(|| Error::corrupted("free cursor"))?;
-        let start = alloc::decode_run_key(k).ok_or_else(|| Error::corrupted("free key"))?;
-        let run: Run = Run::decode(v).ok_or_else(|| Error::corrupted("free value"))?;
-        if run.len == 0 || start.checked_add(run.len).is_none_or(|e| e > m.npages) {
-            w.report
-                .problems
-                .push(format!("free run {start}+{} out of range", run.len));
-        } else {
-            w.mark(start, run.len, "free");
-            w.report.free_pages += run.len;
-        }
+        alloc::decode_free_record(m.version, k, v, |start, run| {
+            if run.len == 0 || start.checked_add(run.len).is_none_or(|e| e > m.npages) {
+                w.report
+                    .problems
+                    .push(format!("free run {start}+{} out of range", run.len));
+            } else {
+                w.mark(start, run.len, "free");
+                w.report.free_pages += run.len;
+            }
+            Ok(())
+        })?;
         more = pos.next(src)?;
     }
     let lost: Vec<u64> = w

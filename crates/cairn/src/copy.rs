@@ -39,6 +39,7 @@ pub(crate) fn copy(txn: &RoTxn<'_>, dest: &Path, compact: bool) -> Result<()> {
     // The copy's only commit is the snapshot's, marked steady; its pages are all copied, so
     // the runs it lists verify.
     let meta = Meta {
+        version: format::FORMAT_VERSION,
         flags: format::MF_STEADY,
         last_steady: m.txnid,
         ..m.clone()

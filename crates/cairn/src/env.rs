@@ -585,6 +585,7 @@ fn interrupted_creation(storage: &dyn Storage) -> Result<bool> {
 fn create(storage: &dyn Storage, opts: &EnvOptions) -> Result<(Meta, [u64; META_SLOTS])> {
     let ps = opts.page_size;
     let meta = Meta {
+        version: format::FORMAT_VERSION,
         page_size: ps as u32,
         txnid: 1,
         flags: format::MF_STEADY,

@@ -2,7 +2,7 @@
 //! the free tree as a snapshot stores it. Nothing here changes state; every figure comes from
 //! one snapshot.
 
-use crate::alloc::{self, Run};
+use crate::alloc;
 use crate::btree::cursor::Position;
 use crate::db::{Database, DbFlags, Stat};
 use crate::error::{Error, Result};
@@ -52,19 +52,19 @@ impl RoTxn<'_> {
             let (k, v) = pos
                 .current(snap)?
                 .ok_or_else(|| Error::corrupted("free tree cursor"))?;
-            let start =
-                alloc::decode_run_key(k).ok_or_else(|| Error::corrupted("free tree key"))?;
-            let run: Run = Run::decode(v).ok_or_else(|| Error::corrupted("free tree value"))?;
-            out.push(FreeRun {
-                start,
-                len: run.len,
-                birth: run.birth,
-                freed: run.freed,
-            });
-            // A corrupt tree could loop; a snapshot cannot hold more runs than pages.
-            if out.len() as u64 > snap.meta.npages {
-                return Err(Error::corrupted("free tree has more runs than pages"));
-            }
+            alloc::decode_free_record(snap.meta.version, k, v, |start, run| {
+                out.push(FreeRun {
+                    start,
+                    len: run.len,
+                    birth: run.birth,
+                    freed: run.freed,
+                });
+                // A corrupt tree could loop; a snapshot cannot hold more runs than pages.
+                if out.len() as u64 > snap.meta.npages {
+                    return Err(Error::corrupted("free tree has more runs than pages"));
+                }
+                Ok(())
+            })?;
             more = pos.next(snap)?;
         }
         Ok(out)

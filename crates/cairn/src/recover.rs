@@ -122,7 +122,7 @@ pub(crate) fn recover_with(
     if valid.is_empty() {
         // A version mismatch is reported as such.
         let v = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
-        if v != format::FORMAT_VERSION && format::has_magic(&head) {
+        if !format::readable_version(v) && format::has_magic(&head) {
             return Err(Error::VersionMismatch {
                 found: v,
                 supported: format::FORMAT_VERSION,
@@ -261,25 +261,28 @@ pub(crate) fn load_free(storage: &dyn Storage, meta: &Meta, free: &mut FreeState
         let (k, v) = pos
             .current(&snap)?
             .ok_or_else(|| Error::corrupted("free tree cursor"))?;
-        let start = alloc::decode_run_key(k).ok_or_else(|| Error::corrupted("free tree key"))?;
-        let run = alloc::Run::decode(v).ok_or_else(|| Error::corrupted("free tree value"))?;
-        if run.len == 0 || start == 0 || start.checked_add(run.len).is_none_or(|e| e > meta.npages)
-        {
-            return Err(Error::corrupted(format!(
-                "free run {start}+{} out of range",
-                run.len
-            )));
-        }
-        if free.overlaps(start, run.len) {
-            return Err(Error::corrupted(format!(
-                "free run {start} overlaps another"
-            )));
-        }
-        free.load(start, run);
-        n += 1;
-        if n > meta.npages {
-            return Err(Error::corrupted("free tree has more runs than pages"));
-        }
+        alloc::decode_free_record(meta.version, k, v, |start, run| {
+            if run.len == 0
+                || start == 0
+                || start.checked_add(run.len).is_none_or(|e| e > meta.npages)
+            {
+                return Err(Error::corrupted(format!(
+                    "free run {start}+{} out of range",
+                    run.len
+                )));
+            }
+            if free.overlaps(start, run.len) {
+                return Err(Error::corrupted(format!(
+                    "free run {start} overlaps another"
+                )));
+            }
+            free.load(start, run);
+            n += 1;
+            if n > meta.npages {
+                return Err(Error::corrupted("free tree has more runs than pages"));
+            }
+            Ok(())
+        })?;
         more = pos.next(&snap)?;
     }
     Ok(())

@@ -35,7 +35,7 @@ pub fn delete_with<W: PageWriter + ?Sized>(
     key: &[u8],
     merge: bool,
 ) -> Result<bool> {
-    delete_node(w, rec, cmp, key, merge, false)
+    delete_node_at(w, rec, cmp, key, merge, false, &mut None)
 }
 
 /// Deletes the node of the named database `name` from the main tree (dropping the
@@ -46,7 +46,7 @@ pub fn delete_db_node<W: PageWriter + ?Sized>(
     cmp: &KeyCmp,
     name: &[u8],
 ) -> Result<bool> {
-    delete_node(w, main, cmp, name, true, true)
+    delete_node_at(w, main, cmp, name, true, true, &mut None)
 }
 
 /// `delete_with` without merging (the free tree's updates at commit), also returning the leaf
@@ -66,20 +66,8 @@ pub fn delete_landing<W: PageWriter + ?Sized>(
 }
 
 /// `delete_with` of a node that is a named database's (`db`) or is not: the other kind is
-/// refused, changing nothing.
-fn delete_node<W: PageWriter + ?Sized>(
-    w: &mut W,
-    rec: &mut DbRecord,
-    cmp: &KeyCmp,
-    key: &[u8],
-    merge: bool,
-    db: bool,
-) -> Result<bool> {
-    delete_node_at(w, rec, cmp, key, merge, db, &mut None)
-}
-
-/// [`delete_node`], setting `landed` to the leaf and the slot before the key's when the leaf
-/// kept other keys and nothing was merged (`merge` false).
+/// refused, changing nothing. Sets `landed` to the leaf and the slot before the key's when
+/// the leaf kept other keys and nothing was merged (`merge` false).
 fn delete_node_at<W: PageWriter + ?Sized>(
     w: &mut W,
     rec: &mut DbRecord,

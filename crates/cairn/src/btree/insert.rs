@@ -149,6 +149,23 @@ pub fn put_landing<W: PageWriter + ?Sized>(
         } else {
             Vec::new()
         };
+        // A big value this transaction wrote, replaced by one of as many overflow pages: it
+        // is rewritten where it lies. The free tree's records at commit rely on this: freeing
+        // and taking pages there changes the free set again, round after round.
+        if old_big && nflags == 0 && !format::value_inline(ps, key.len(), vlen) {
+            let opg = format::decode_u64(&old_ref)?;
+            let span = format::overflow_pages(ps, vlen);
+            if format::overflow_pages(ps, old_vlen as usize) == span && w.is_dirty(opg) {
+                let area = format::overflow_value_mut(w.page_mut(opg)?);
+                match val {
+                    Some(v) => area[..vlen].copy_from_slice(v),
+                    None => area[..vlen].fill(0),
+                }
+                area[vlen..].fill(0);
+                PageMut::new(w.page_mut(pg)?).set_node_vlen(i, NF_BIG, vlen as u32);
+                return Ok((Outcome::Replaced, Some((pg, i))));
+            }
+        }
         if old_big {
             let opg = format::decode_u64(&old_ref)?;
             w.free(opg, format::overflow_pages(ps, old_vlen as usize))?;

@@ -232,6 +232,7 @@ impl BulkWriter {
         }
         let runs: Vec<WrittenRun> = self.sink.tail_run().into_iter().collect();
         let meta = Meta {
+            version: format::FORMAT_VERSION,
             page_size: self.sink.ps as u32,
             txnid: BULK_TXNID,
             flags: format::MF_STEADY,

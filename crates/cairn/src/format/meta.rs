@@ -51,6 +51,10 @@ pub const MF_STEADY: u32 = 1;
 /// verify that the commit reached the disk whole.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Meta {
+    /// Format version of this commit (docs/design.md, "Version history"): FORMAT_VERSION for
+    /// every commit this code writes; an older readable one ([`OLDEST_READABLE_VERSION`])
+    /// differs in the free tree's keys only.
+    pub version: u32,
     /// Page size of the file.
     pub page_size: u32,
     /// Transaction id of this commit.
@@ -108,7 +112,7 @@ impl Meta {
     pub fn encode(&self) -> [u8; SECTOR] {
         let mut b = [0u8; SECTOR];
         b[M_MAGIC..M_MAGIC + 8].copy_from_slice(&MAGIC);
-        put_u32(&mut b, M_VERSION, FORMAT_VERSION);
+        put_u32(&mut b, M_VERSION, self.version);
         put_u32(&mut b, M_PAGE_SIZE, self.page_size);
         put_u64(&mut b, M_TXNID, self.txnid);
         put_u32(&mut b, M_FLAGS, self.flags);
@@ -137,7 +141,7 @@ impl Meta {
             return MetaSlot::Damaged("meta checksum mismatch".into());
         }
         let version = get_u32(b, M_VERSION);
-        if version != FORMAT_VERSION {
+        if !readable_version(version) {
             return MetaSlot::Damaged(format!("format version {version}"));
         }
         let page_size = get_u32(b, M_PAGE_SIZE);
@@ -192,6 +196,7 @@ impl Meta {
             return MetaSlot::Damaged(format!("commit list at page {list_head}"));
         }
         MetaSlot::Valid(Meta {
+            version,
             page_size,
             txnid,
             flags,

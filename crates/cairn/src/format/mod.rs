@@ -22,7 +22,15 @@ use crate::error::{Error, Result};
 /// File magic: a high byte and CR LF catch text-mode mangling, as PNG's does.
 pub const MAGIC: [u8; 8] = [0x89, b'C', b'A', b'I', b'R', b'N', b'\r', b'\n'];
 /// Data file format version (see docs/design.md, "Version history").
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
+/// The oldest version this code opens: version 3 differs from 4 in the free tree's records
+/// only, which are read either way and rewritten in version 4's form at the first commit.
+pub const OLDEST_READABLE_VERSION: u32 = 3;
+
+/// Whether a commit of format `version` can be read.
+pub fn readable_version(version: u32) -> bool {
+    (OLDEST_READABLE_VERSION..=FORMAT_VERSION).contains(&version)
+}
 /// Unit of atomic writes assumed of the media; a meta slot is one sector.
 pub const SECTOR: usize = 512;
 /// Number of meta slots at the start of page 0.
@@ -322,6 +330,7 @@ mod tests {
     #[test]
     fn meta_round_trip_and_damage() {
         let m = Meta {
+            version: FORMAT_VERSION,
             page_size: 4096,
             txnid: 7,
             flags: MF_STEADY,

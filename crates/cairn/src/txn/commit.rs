@@ -14,7 +14,7 @@
 //!    effects are appended to the log and the log alone is flushed (`wal`); the pages wait
 //!    for a steady commit, as in lazy mode.
 
-use crate::alloc::run_key;
+use crate::alloc::span_key;
 use crate::btree::{self, PageWriter};
 use crate::error::{Error, Result};
 use crate::format::{self, KeyCmp, Meta, WrittenRun, META_INLINE_RUNS, META_SLOTS, SECTOR};
@@ -238,6 +238,7 @@ impl RwTxn<'_> {
             failpoint!("commit.after_data_sync");
         }
         let meta = Meta {
+            version: format::FORMAT_VERSION,
             page_size: ps as u32,
             txnid,
             flags: if steady { format::MF_STEADY } else { 0 },
@@ -359,84 +360,96 @@ impl RwTxn<'_> {
         r
     }
 
-    /// Writes changed free runs into the free tree until nothing changes.
+    /// Writes the changed spans' records into the free tree until nothing changes.
     fn persist_free(&mut self) -> Result<()> {
-        let r = self.persist_free_rounds();
+        let r = self
+            .upgrade_free_tree()
+            .and_then(|()| self.persist_free_rounds());
         self.persisting = false;
         r
     }
 
+    /// A snapshot of format version 3 keys its free tree by run: the first commit on it frees
+    /// that tree whole and records the set anew, span by span (its meta says version 4).
+    /// Freeing the old tree's pages changes the set like any other freeing, before the rounds.
+    fn upgrade_free_tree(&mut self) -> Result<()> {
+        if self.base.version >= format::FORMAT_VERSION || self.free_upgraded {
+            return Ok(());
+        }
+        let old = self.free_rec;
+        btree::free::free_tree(self, &old)?;
+        self.free_rec = format::DbRecord::default();
+        self.ws().free.mark_all_dirty();
+        self.free_upgraded = true;
+        Ok(())
+    }
+
     fn persist_free_rounds(&mut self) -> Result<()> {
-        let mut keys = Vec::new();
+        let mut spans = Vec::new();
+        let mut val = Vec::new();
         for round in 0..MAX_ROUNDS {
             // Almost every commit settles in two or three rounds. Should emptied and split
             // pages keep taking turns, the tree's pages come from the end of the file from
             // then on: allocations stop changing the free set, which settles.
             self.persisting = round >= PERSIST_ROUNDS_FROM_FREE;
             self.flush_freed()?;
-            self.ws().free.take_dirty(&mut keys);
-            if keys.is_empty() {
+            self.ws().free.take_dirty(&mut spans);
+            if spans.is_empty() {
                 return Ok(());
             }
-            // The keys come sorted, so runs of them fall in one leaf: each change tries the
+            // The spans come sorted, so runs of them fall in one leaf: each change tries the
             // dirty leaf of the previous one before descending (the hint is dropped when a
             // change may have split or freed pages).
             let mut hint: Option<(u64, usize)> = None;
-            for &k in &keys {
+            for &s in &spans {
                 failpoint!("commit.persist_free");
                 let mut rec = self.free_rec;
-                let key = run_key(k);
-                match self.ws().free.get(k) {
-                    Some(run) => {
-                        let v = run.encode();
-                        let mut landed = None;
-                        if let Some(h) = hint {
-                            landed = btree::insert::put_in_leaf(
-                                self,
-                                &mut rec,
-                                &KeyCmp::Bytes,
-                                h,
-                                &key,
-                                &v,
-                                btree::insert::Mode::Upsert,
-                            )?
-                            .map(|(_, i)| (h.0, i));
+                let key = span_key(s);
+                self.ws().free.encode_span(s, &mut val);
+                if val.is_empty() {
+                    let done = match hint {
+                        Some((leaf, _)) => btree::delete::delete_in_leaf(
+                            self,
+                            &mut rec,
+                            &KeyCmp::Bytes,
+                            leaf,
+                            &key,
+                        )?
+                        .map(|i| (leaf, i.saturating_sub(1))),
+                        None => None,
+                    };
+                    hint = match done {
+                        Some(d) => Some(d),
+                        None => {
+                            btree::delete::delete_landing(self, &mut rec, &KeyCmp::Bytes, &key)?
                         }
-                        if landed.is_none() {
-                            landed = btree::insert::put_landing(
-                                self,
-                                &mut rec,
-                                &KeyCmp::Bytes,
-                                &key,
-                                btree::insert::NewValue::of(&v),
-                                btree::insert::Mode::Upsert,
-                            )?
-                            .1;
-                        }
-                        hint = landed;
+                    };
+                } else {
+                    let mut landed = None;
+                    if let Some(h) = hint {
+                        landed = btree::insert::put_in_leaf(
+                            self,
+                            &mut rec,
+                            &KeyCmp::Bytes,
+                            h,
+                            &key,
+                            &val,
+                            btree::insert::Mode::Upsert,
+                        )?
+                        .map(|(_, i)| (h.0, i));
                     }
-                    None => {
-                        let done = match hint {
-                            Some((leaf, _)) => btree::delete::delete_in_leaf(
-                                self,
-                                &mut rec,
-                                &KeyCmp::Bytes,
-                                leaf,
-                                &key,
-                            )?
-                            .map(|i| (leaf, i.saturating_sub(1))),
-                            None => None,
-                        };
-                        hint = match done {
-                            Some(d) => Some(d),
-                            None => btree::delete::delete_landing(
-                                self,
-                                &mut rec,
-                                &KeyCmp::Bytes,
-                                &key,
-                            )?,
-                        };
+                    if landed.is_none() {
+                        landed = btree::insert::put_landing(
+                            self,
+                            &mut rec,
+                            &KeyCmp::Bytes,
+                            &key,
+                            btree::insert::NewValue::of(&val),
+                            btree::insert::Mode::Upsert,
+                        )?
+                        .1;
                     }
+                    hint = landed;
                 }
                 self.free_rec = rec;
             }

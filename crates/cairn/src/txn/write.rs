@@ -95,6 +95,9 @@ pub struct RwTxn<'env> {
     /// from the end of the file, never from the free set being written, so that persisting
     /// cannot chase its own changes forever.
     pub(crate) persisting: bool,
+    /// This commit has freed a version-3 free tree and marked every span for writing
+    /// (`upgrade_free_tree`): done once, however many times the commit persists the set.
+    pub(crate) free_upgraded: bool,
     /// New dirty pages are written in place through the map (a lazy environment that can);
     /// cleared for the rest of the transaction when growing the file for one fails.
     pub(super) in_place: bool,
@@ -252,6 +255,7 @@ impl<'env> RwTxn<'env> {
             freed_clean: Vec::new(),
             changed: false,
             persisting: false,
+            free_upgraded: false,
             put_hint: None,
             dirty_epoch: 0,
             shape: 0,
