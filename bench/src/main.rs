@@ -382,41 +382,60 @@ fn parent(cli: &Cli) -> Result<()> {
         measured,
         root.display()
     );
-    let mut done = 0;
-    for &suite in &suites {
-        for cfg in configs.iter().filter(|c| runs_on(suite, c)) {
-            done += 1;
-            eprint!("[{done:2}/{total}] {:8} {:15} ", suite.id(), cfg.id);
-            let t = Instant::now();
-            let mut reps = Vec::new();
-            let mut error = None;
-            for rep in 0..cli.repeat.max(1) {
-                match spawn_child(&exe, cli, cfg, suite, &root, rep) {
-                    Ok(r) => reps.push(r),
-                    Err(e) => {
-                        error = Some(format!("{e:#}"));
-                        break;
-                    }
-                }
+    // Repeats go round the configurations, one pass after another, so that a change in the
+    // machine's speed during the run (2x within minutes here, docs/bench/serve/README.md,
+    // session 18) falls on every configuration alike instead of on those that ran during it.
+    let jobs: Vec<(Suite, &Config)> = suites
+        .iter()
+        .flat_map(|&s| {
+            configs
+                .iter()
+                .filter(move |c| runs_on(s, c))
+                .map(move |c| (s, *c))
+        })
+        .collect();
+    let passes = cli.repeat.max(1);
+    let mut reps: Vec<Vec<RunRecord>> = jobs.iter().map(|_| Vec::new()).collect();
+    let mut errors: Vec<Option<String>> = vec![None; jobs.len()];
+    for rep in 0..passes {
+        for (j, &(suite, cfg)) in jobs.iter().enumerate() {
+            if errors[j].is_some() {
+                continue;
             }
-            match error {
-                None => {
+            eprint!(
+                "[{:2}/{total}] pass {}/{passes} {:8} {:15} ",
+                j + 1,
+                rep + 1,
+                suite.id(),
+                cfg.id
+            );
+            let t = Instant::now();
+            match spawn_child(&exe, cli, cfg, suite, &root, rep) {
+                Ok(r) => {
                     eprintln!("{:6.1} s", t.elapsed().as_secs_f64());
-                    runs.push(median(reps));
+                    reps[j].push(r);
                 }
-                Some(e) => {
+                Err(e) => {
+                    let e = format!("{e:#}");
                     eprintln!("FAILED: {e}");
-                    failures.push(Failure {
-                        config: cfg.id.into(),
-                        column: cfg.column.into(),
-                        class: cfg.class,
-                        suite,
-                        error: e,
-                    });
+                    errors[j] = Some(e);
                 }
             }
         }
     }
+    for ((&(suite, cfg), reps), error) in jobs.iter().zip(reps).zip(errors) {
+        match error {
+            None => runs.push(median(reps)),
+            Some(e) => failures.push(Failure {
+                config: cfg.id.into(),
+                column: cfg.column.into(),
+                class: cfg.class,
+                suite,
+                error: e,
+            }),
+        }
+    }
+    let mut done = jobs.len();
     let mut capi_results = None;
     if capi {
         done += 1;
