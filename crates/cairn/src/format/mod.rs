@@ -184,10 +184,12 @@ pub fn value_inline(page_size: usize, klen: usize, vlen: usize) -> bool {
 // The sections of the format, each in its own file.
 
 mod fill;
+mod freerec;
 mod lockfile;
 mod meta;
 mod page;
 mod record;
+pub use freerec::*;
 pub use lockfile::*;
 pub use meta::*;
 pub use page::*;

@@ -14,7 +14,6 @@
 //!    effects are appended to the log and the log alone is flushed (`wal`); the pages wait
 //!    for a steady commit, as in lazy mode.
 
-use crate::alloc::span_key;
 use crate::btree::{self, PageWriter};
 use crate::error::{Error, Result};
 use crate::format::{self, KeyCmp, Meta, WrittenRun, META_INLINE_RUNS, META_SLOTS, SECTOR};
@@ -404,7 +403,7 @@ impl RwTxn<'_> {
             for &s in &spans {
                 failpoint!("commit.persist_free");
                 let mut rec = self.free_rec;
-                let key = span_key(s);
+                let key = format::span_key(s);
                 self.ws().free.encode_span(s, &mut val);
                 if val.is_empty() {
                     let done = match hint {
