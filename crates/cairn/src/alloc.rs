@@ -629,7 +629,8 @@ mod model {
                     prop_assert!(dirty.windows(2).all(|w| w[0] < w[1]));
                     // Every span's record decodes to the span's runs, and only those.
                     let last = f.runs.iter().last().map_or(0, |(s, _)| s >> SPAN_SHIFT);
-                    prop_assert_eq!(f.runs_through_records(last), f.runs.iter().collect::<Vec<_>>());
+                    let runs: Vec<(u64, Run)> = f.runs.iter().collect();
+                    prop_assert_eq!(f.runs_through_records(last), runs);
                 }
                 f.forget_undo();
                 f.check_indexes();

@@ -59,10 +59,10 @@ fn get_varint(b: &[u8], at: &mut usize) -> Option<u64> {
 }
 
 /// Decodes one record of a free tree written in format `version`, calling `f` with each run
-/// (first page, length, birth, freeing txnid) in ascending order of first page. Version 4: key = span
-/// number, value = the span's runs (docs/design.md, "Free tree"); version 3: key = the run's
-/// first page, value = one run in 24 bytes. Checks the record's own shape (lengths, order,
-/// offsets inside the span); the caller checks runs against the file and each other.
+/// (first page, length, birth, freeing txnid) in ascending order of first page. Version 4:
+/// key = span number, value = the span's runs (docs/design.md, "Free tree"); version 3: key =
+/// the run's first page, value = one run in 24 bytes. Checks the record's own shape (lengths,
+/// order, offsets inside the span); the caller checks runs against the file and each other.
 pub fn decode_free_record(
     version: u32,
     key: &[u8],
