@@ -145,6 +145,8 @@ pub struct FreeState {
     reusable_pages: u64,
     pending_pages: u64,
     held: u64,
+    /// The pinned snapshots of the last `release`, for `mergeable`.
+    pins: Vec<u64>,
     /// Tests: merge pending runs only when their intervals are equal, so that every page
     /// keeps its exact interval (the page model's comparison).
     #[cfg(test)]
@@ -418,12 +420,23 @@ impl FreeState {
         if self.exact {
             return false;
         }
-        a.birth < b.freed && b.birth < a.freed
+        // Overlapping, and blocked by the same pins of the last release: the hull (their union,
+        // as they overlap) then holds no pin that one of them did not. A run the recovery point
+        // holds and one born after it would otherwise keep the second until the next flush
+        // (the lazy file grew 391 -> 440 MiB after a 1M fillrandom, docs/bench/causes.md).
+        a.birth < b.freed
+            && b.birth < a.freed
+            && self
+                .pins
+                .iter()
+                .all(|&p| (a.birth <= p && p < a.freed) == (b.birth <= p && p < b.freed))
     }
 
     /// Makes reusable every pending run that no pinned snapshot (sorted ascending) can see.
     /// Looks only at runs not examined yet and at groups whose blocking snapshot is gone.
     pub fn release(&mut self, pinned: &[u64]) {
+        self.pins.clear();
+        self.pins.extend_from_slice(pinned);
         let stale: Vec<u64> = self
             .pending
             .keys()
