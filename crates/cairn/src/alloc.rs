@@ -9,8 +9,8 @@
 //!   were born and died between two open readers, not only those older than the oldest reader.
 //! - Adjacent reusable runs are merged, so bookkeeping is by runs, not pages.
 //! - A pending run's interval covers the interval of every page in it: adjacent pending runs
-//!   whose intervals overlap merge under their hull (`mergeable`), which can only delay a
-//!   page's release, never advance it.
+//!   whose intervals overlap, blocked alike by the pins of the last release, merge under their
+//!   hull (`mergeable`), which can only delay a page's release, never advance it.
 //! - Every change is recorded in `dirty` (by span: the free tree's record of the span that
 //!   holds the run's first page is rewritten at commit) and in the
 //!   undo log (replayed backward on abort, to any nesting depth), except a pending run that
