@@ -41,6 +41,18 @@ pub struct Run {
     pub freed: u64,
 }
 
+impl Run {
+    /// This run and its pending neighbour `next` as one run, visible to every snapshot either
+    /// was (the hull of their intervals: see `FreeState::mergeable`).
+    fn hull(&self, next: &Run) -> Run {
+        Run {
+            len: self.len + next.len,
+            birth: self.birth.min(next.birth),
+            freed: self.freed.max(next.freed),
+        }
+    }
+}
+
 /// Decodes one record of a free tree written in format `version` into runs (the byte layout
 /// and its checks: `format::decode_free_record`).
 pub fn decode_free_record(
@@ -365,7 +377,7 @@ impl FreeState {
     /// Adds pages born by `birth` and freed by the transaction `freed`; false (and nothing
     /// changed) when some of them are free already. A pending neighbour whose visibility
     /// interval overlaps this one merges with it (`mergeable`).
-    pub fn add_pending(&mut self, start: u64, mut len: u64, birth: u64, freed: u64) -> bool {
+    pub fn add_pending(&mut self, start: u64, len: u64, birth: u64, freed: u64) -> bool {
         // One search answers both questions: the last run starting before the end of the
         // new one either overlaps it or is its predecessor.
         let before = self.runs.before(start + len);
@@ -376,24 +388,12 @@ impl FreeState {
         if let Some(nr) = self.runs.get(start + len).copied() {
             if self.mergeable(&nr, &run) {
                 self.set(start + len, None);
-                len += nr.len;
-                run = Run {
-                    len,
-                    birth: birth.min(nr.birth),
-                    freed: freed.max(nr.freed),
-                };
+                run = run.hull(&nr);
             }
         }
         if let Some((ps, pr)) = before {
             if ps + pr.len == start && self.mergeable(&pr, &run) {
-                self.set(
-                    ps,
-                    Some(Run {
-                        len: pr.len + run.len,
-                        birth: pr.birth.min(run.birth),
-                        freed: pr.freed.max(run.freed),
-                    }),
-                );
+                self.set(ps, Some(pr.hull(&run)));
                 return true;
             }
         }
