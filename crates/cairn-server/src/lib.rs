@@ -32,6 +32,7 @@
 //! - Every error response is JSON (module `error`).
 
 pub mod cluster;
+pub mod conn;
 pub mod decode;
 pub mod error;
 mod fast;
@@ -407,7 +408,8 @@ impl Server {
                 &self.guard,
                 fast::FastGet::new(self.state.clone(), self.router.clone()),
             ));
-            let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), svc));
+            let conn =
+                graceful.watch(http.serve_connection(TokioIo::new(conn::Conn::new(stream)), svc));
             tokio::spawn(async move {
                 let _ = conn.await;
             });
