@@ -184,24 +184,5 @@ async fn main() {
         .with_state(pool);
     let listener = tokio::net::TcpListener::bind(&args[1]).await.expect("bind");
     println!("listening on {}", listener.local_addr().unwrap());
-    axum::serve(Listener(listener), app).await.expect("serve");
-}
-
-/// The listening socket, its connections set up as `cairn serve` sets up its own (no Nagle
-/// delay, `cairn_server::conn`'s ACK timing), so the two servers' HTTP layers are the same.
-struct Listener(tokio::net::TcpListener);
-
-impl axum::serve::Listener for Listener {
-    type Io = cairn_server::conn::Conn;
-    type Addr = std::net::SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        let (stream, addr) = axum::serve::Listener::accept(&mut self.0).await;
-        let _ = stream.set_nodelay(true);
-        (cairn_server::conn::Conn::new(stream), addr)
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        self.0.local_addr()
-    }
+    axum::serve(listener, app).await.expect("serve");
 }

@@ -10,9 +10,6 @@
 //! the socket back into ping-pong mode, so the read acknowledges nothing and the response
 //! carries the ACK.
 //!
-//! The PostgreSQL peer of the load test (bench/serve-pg) serves its connections through this
-//! too, so that both servers have the same HTTP layer.
-//!
 //! Invariants:
 //! - Bytes pass through unchanged; only the socket's ACK timing is touched.
 //! - A failed `setsockopt` is ignored: the connection works as it would without it.
@@ -31,14 +28,14 @@ use tokio::net::TcpStream;
 const GAP: Duration = Duration::from_millis(20);
 
 /// A server-side connection (module docs).
-pub struct Conn {
+pub(crate) struct Conn {
     stream: TcpStream,
     /// When bytes were last written.
     wrote: Option<Instant>,
 }
 
 impl Conn {
-    pub fn new(stream: TcpStream) -> Conn {
+    pub(crate) fn new(stream: TcpStream) -> Conn {
         Conn {
             stream,
             wrote: None,

@@ -32,7 +32,7 @@
 //! - Every error response is JSON (module `error`).
 
 pub mod cluster;
-pub mod conn;
+mod conn;
 pub mod decode;
 pub mod error;
 mod fast;
