@@ -66,58 +66,101 @@ pub fn decode_free_record(
     })
 }
 
-/// The runs by first page: a hash map for the run at a page and a bitmap of the starts for
-/// the run before a page. Each change of the set looks up a run and its neighbours; over a
-/// search tree of tens of thousands of runs each lookup was a descent through cold nodes (the
-/// free set was ~13% of a lazy 1M fillrandom's time, docs/bench/causes.md, session 17).
-/// Invariant: `starts` holds exactly the keys of `data`.
+/// The runs by first page: a bitmap of the starts for the run before a page, and the runs of
+/// each bucket of 64 pages in a sorted vector of its own, so that a span's record (1,024 pages,
+/// docs/design.md "Free tree") is encoded from 16 contiguous slices. Each change of the set
+/// looks up a run and its neighbours; over a search tree of tens of thousands of runs each
+/// lookup was a descent through cold nodes (the free set was ~13% of a lazy 1M fillrandom's
+/// time, docs/bench/causes.md, session 17). A hash map of the runs served the lookups as well,
+/// but encoding a span then cost a lookup per run: at 10M keys with a flush a second, every
+/// commit re-encodes nearly every span (its frees fall all over the file), and that was 23% of
+/// the time (session 20). Buckets are small so that an insert or removal moves few entries:
+/// one vector per span cost 22% more instructions on a 300,000-key load, in `memmove`.
+/// Invariants: `starts` holds exactly the starts in `buckets`; `buckets[k]` holds the runs
+/// that start in pages `[k << BUCKET_SHIFT, (k + 1) << BUCKET_SHIFT)`, sorted by start,
+/// without repeats; `len` counts them all.
 #[derive(Default, Clone)]
 pub(crate) struct RunMap {
     starts: PageSet,
-    data: PageMap<Run>,
+    buckets: Vec<Vec<(u64, Run)>>,
+    len: usize,
 }
 
+/// Pages a bucket of `RunMap` covers: 1 << BUCKET_SHIFT (a span holds 16).
+const BUCKET_SHIFT: u32 = 6;
+const _: () = assert!(BUCKET_SHIFT <= SPAN_SHIFT);
+
 impl RunMap {
+    /// The runs of bucket `k` (empty past the last one), sorted by start.
+    #[inline]
+    fn bucket(&self, k: u64) -> &[(u64, Run)] {
+        self.buckets.get(k as usize).map_or(&[], |v| v.as_slice())
+    }
+
+    #[inline]
+    fn find(v: &[(u64, Run)], start: u64) -> std::result::Result<usize, usize> {
+        v.binary_search_by_key(&start, |e| e.0)
+    }
+
     #[inline]
     fn get(&self, start: u64) -> Option<&Run> {
-        self.data.get(&start)
+        let v = self.bucket(start >> BUCKET_SHIFT);
+        Self::find(v, start).ok().map(|i| &v[i].1)
     }
 
     #[inline]
     fn get_mut(&mut self, start: u64) -> Option<&mut Run> {
-        self.data.get_mut(&start)
+        let v = self.buckets.get_mut((start >> BUCKET_SHIFT) as usize)?;
+        let i = Self::find(v, start).ok()?;
+        Some(&mut v[i].1)
     }
 
     fn insert(&mut self, start: u64, r: Run) -> Option<Run> {
-        let old = self.data.insert(start, r);
-        if old.is_none() {
-            self.starts.insert(start);
+        let k = (start >> BUCKET_SHIFT) as usize;
+        if self.buckets.len() <= k {
+            self.buckets.resize_with(k + 1, Vec::new);
         }
-        old
+        let v = &mut self.buckets[k];
+        match Self::find(v, start) {
+            Ok(i) => Some(std::mem::replace(&mut v[i].1, r)),
+            Err(i) => {
+                v.insert(i, (start, r));
+                self.starts.insert(start);
+                self.len += 1;
+                None
+            }
+        }
     }
 
     fn remove(&mut self, start: u64) -> Option<Run> {
-        let old = self.data.remove(&start);
-        if old.is_some() {
-            self.starts.remove(start);
-        }
-        old
+        let v = self.buckets.get_mut((start >> BUCKET_SHIFT) as usize)?;
+        let i = Self::find(v, start).ok()?;
+        let (_, old) = v.remove(i);
+        self.starts.remove(start);
+        self.len -= 1;
+        Some(old)
     }
 
     /// The run starting last below page `x`.
     #[inline]
     fn before(&self, x: u64) -> Option<(u64, Run)> {
         let s = self.starts.last_before(x)?;
-        Some((s, self.data[&s]))
+        Some((s, *self.get(s).expect("`starts` lists only held runs")))
     }
 
     fn len(&self) -> usize {
-        self.data.len()
+        self.len
+    }
+
+    /// The runs that start in span `span`, in page order.
+    fn span(&self, span: u64) -> impl Iterator<Item = &(u64, Run)> + '_ {
+        let per = 1u64 << (SPAN_SHIFT - BUCKET_SHIFT);
+        (span * per..(span + 1) * per).flat_map(|k| self.bucket(k))
     }
 
     /// The runs in page order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, Run)> + '_ {
-        self.starts.iter().map(|s| (s, self.data[&s]))
+        self.buckets.iter().flatten().copied()
     }
 }
 
@@ -254,7 +297,7 @@ impl FreeState {
     /// Marks every span that holds a run changed: the whole set is written again (a file
     /// whose free tree has another format, rebuilt at its first commit).
     pub fn mark_all_dirty(&mut self) {
-        let starts: Vec<u64> = self.runs.starts.iter().collect();
+        let starts: Vec<u64> = self.runs.iter().map(|(s, _)| s).collect();
         for s in starts {
             self.mark_dirty(s);
         }
@@ -266,8 +309,8 @@ impl FreeState {
         out.clear();
         let base = span << SPAN_SHIFT;
         let end = base + (1 << SPAN_SHIFT);
-        for s in self.runs.starts.range(base, end) {
-            let r = self.runs.data[&s];
+        for &(s, r) in self.runs.span(span) {
+            debug_assert!((base..end).contains(&s));
             format::put_free_run(out, s - base, r.len, r.birth, r.freed);
         }
     }

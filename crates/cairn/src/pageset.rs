@@ -104,31 +104,6 @@ impl PageSet {
         Some(w as u64 * 64 + u64::from(63 - self.words[w].leading_zeros()))
     }
 
-    /// Members in `[from, to)` in ascending order, word by word: a bit scan per member and
-    /// a load per 64 pages (a span's record at commit visits all of its 1,024 pages' bits).
-    pub fn range(&self, from: u64, to: u64) -> impl Iterator<Item = u64> + '_ {
-        let last = usize::try_from(to.div_ceil(64))
-            .unwrap_or(usize::MAX)
-            .min(self.words.len());
-        let mut w = usize::try_from(from / 64).unwrap_or(usize::MAX);
-        let mut bits = match self.words.get(w) {
-            Some(&x) if w < last => x & (!0u64 << (from % 64)),
-            _ => 0,
-        };
-        std::iter::from_fn(move || loop {
-            if bits != 0 {
-                let p = w as u64 * 64 + u64::from(bits.trailing_zeros());
-                bits &= bits - 1;
-                return (p < to).then_some(p);
-            }
-            w += 1;
-            if w >= last {
-                return None;
-            }
-            bits = self.words[w];
-        })
-    }
-
     /// Members in ascending order.
     pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
         let mut at = self.next_from(0);
@@ -172,7 +147,6 @@ mod tests {
         First,
         NextFrom(u64),
         LastBefore(u64),
-        Range(u64, u64),
     }
 
     fn op(range: u64) -> impl Strategy<Value = Op> {
@@ -182,7 +156,6 @@ mod tests {
             Just(Op::First),
             (0..range + 100).prop_map(Op::NextFrom),
             (0..range + 100).prop_map(Op::LastBefore),
-            (0..range + 100, 0..range + 100).prop_map(|(a, b)| Op::Range(a, b)),
         ]
     }
 
@@ -212,10 +185,6 @@ mod tests {
                         }
                         Op::LastBefore(p) => {
                             prop_assert_eq!(s.last_before(p), m.range(..p).next_back().copied())
-                        }
-                        Op::Range(a, b) => {
-                            let want: Vec<u64> = m.iter().copied().filter(|&p| a <= p && p < b).collect();
-                            prop_assert_eq!(s.range(a, b).collect::<Vec<_>>(), want)
                         }
                     }
                 }
