@@ -1,8 +1,9 @@
 //! A client's TCP connection as the HTTP layer reads and writes it: the stream, put back into
-//! delayed-ACK ("ping-pong") mode after every response it sends.
+//! delayed-ACK ("ping-pong") mode after a response written `GAP` or more after the previous
+//! one.
 //!
 //! Why: a request that waits in the server longer than the kernel's delayed-ACK timeout (40
-//! ms; at 4,000 connections in a closed loop a request waits ~65 ms) takes the socket out of
+//! ms; at 4,000 connections in a closed loop a request waits ~55-65 ms) takes the socket out of
 //! ping-pong mode, and from then on the server's read of each request sends a pure ACK of its
 //! own before the response: a second segment through the loopback's whole TCP path, paid on
 //! the server's core (docs/bench/serve/README.md, "Session 20": 13.6% of the server's CPU at
