@@ -162,6 +162,22 @@ impl RunMap {
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, Run)> + '_ {
         self.buckets.iter().flatten().copied()
     }
+
+    /// Asserts the invariants (tests): `iter` reads the buckets alone, so the starts' bitmap
+    /// that `before` relies on is compared here.
+    #[cfg(test)]
+    fn check(&self) {
+        for (k, v) in self.buckets.iter().enumerate() {
+            assert!(v.windows(2).all(|w| w[0].0 < w[1].0), "bucket {k} unsorted");
+            assert!(
+                v.iter().all(|e| e.0 >> BUCKET_SHIFT == k as u64),
+                "bucket {k}: a stray run"
+            );
+        }
+        let starts: Vec<u64> = self.iter().map(|(s, _)| s).collect();
+        assert_eq!(self.starts.iter().collect::<Vec<_>>(), starts);
+        assert_eq!(self.len, starts.len());
+    }
 }
 
 impl PartialEq for RunMap {
@@ -598,6 +614,7 @@ impl FreeState {
 
     /// Checks every index against the runs (the module's invariants).
     fn check_indexes(&self) {
+        self.runs.check();
         let mut end = 0;
         let (mut reusable, mut pending) = (0, 0);
         for (s, r) in self.runs.iter() {
